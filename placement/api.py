@@ -1,0 +1,94 @@
+"""The library's door: `plan(request) -> Plan`, verified before it leaves.
+
+The pipeline of DESIGN.md §1: validate → index → greedy (the floor, ready in milliseconds) →
+compile → CP-SAT with the greedy plan as complete hint → keep the better of the two, scored by
+the same named terms → decode → independent verification.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from models import PlacementRequest, Plan, PlanStatus, SolverStats
+from placement import compile as compiler
+from placement import problem as problem_mod
+from placement import solve
+from placement.baseline import greedy
+from placement.decode import decode
+from placement.solution import Placement
+from placement.verify import check
+
+_STATUS: dict[str, PlanStatus] = {
+    "OPTIMAL": "optimal",
+    "FEASIBLE": "feasible",
+    "INFEASIBLE": "infeasible",
+    "MODEL_INVALID": "invalid",
+    "UNKNOWN": "no_solution_in_time",
+}
+
+
+def parse(request: PlacementRequest | dict[str, Any]) -> PlacementRequest:
+    """Validate a request dict (raises pydantic ValidationError with paths)."""
+    return request if isinstance(request, PlacementRequest) else PlacementRequest.model_validate(request)
+
+
+def plan(request: PlacementRequest | dict[str, Any], *, log: Callable[[str], None] | None = None,
+         stop: threading.Event | None = None) -> Plan:
+    """Plan placements for every pending job; the plan always passes `placement.verify`.
+
+    `log` receives CP-SAT's progress lines; setting `stop` ends the search early (the best plan so
+    far, the greedy one at worst, is returned).
+    """
+    req = parse(request)
+    policy = req.policy
+    start = time.perf_counter()
+    problem = problem_mod.build(req)
+    baseline = greedy(problem)
+    first_plan_s = time.perf_counter() - start
+
+    ctx = compiler.build(problem)
+    baseline_values = ctx.assignment_of(baseline)
+    ctx.hint(baseline_values)
+    baseline_score = sum(ctx.objective.values(lambda v: baseline_values[v.index]).values())
+    build_s = time.perf_counter() - start
+
+    result = solve.run(ctx, policy, policy.time_limit_s - build_s, log=log, stop=stop)
+    chosen, winner = baseline, "baseline"
+    if result.values is not None:
+        solved = _placement_from(ctx, result.values)
+        solved_values = ctx.assignment_of(solved)
+        solved_score = sum(ctx.objective.values(lambda v: solved_values[v.index]).values())
+        if solved_score >= baseline_score - 1e-9:
+            chosen, winner = solved, "solver"
+    values = ctx.assignment_of(chosen)
+    terms = ctx.objective.values(lambda v: values[v.index])
+    score = sum(terms.values())
+    gap = None
+    if result.bound is not None:
+        gap = max(0.0, result.bound - score) / max(1.0, abs(result.bound))
+    status = _STATUS.get(result.status, "no_solution_in_time")
+    if status == "feasible" and gap is not None and gap <= 1e-9:
+        status = "optimal"
+    stats = SolverStats(
+        status=result.status, objective=round(score, 6),
+        bound=None if result.bound is None else round(result.bound, 6),
+        gap=None if gap is None else round(gap, 6), wall_s=round(time.perf_counter() - start, 4),
+        build_s=round(build_s, 4), first_plan_s=round(first_plan_s, 4),
+        variables=len(ctx.model.proto.variables), constraints=len(ctx.model.proto.constraints),
+        workers=policy.workers, seed=policy.seed, mode=result.mode, winner=winner,
+        baseline_objective=round(baseline_score, 6),
+    )
+    out = decode(problem, chosen, terms, status, stats)
+    check(req, out)
+    return out
+
+
+def _placement_from(ctx: compiler.ModelContext, values: dict[int, int]) -> Placement:
+    placement = Placement()
+    for t, cand in enumerate(ctx.candidates):
+        for var, n in zip(ctx.x[t], cand.tolist(), strict=True):
+            placement.add(t, n, values.get(var.index, 0))
+    return placement

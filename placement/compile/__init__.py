@@ -1,0 +1,28 @@
+"""The compiler: one CP-SAT model from a Problem, built by one module per concern.
+
+Adding a concern means adding a module with `apply(ctx)` and listing it here; nothing else
+changes. Order matters only in that gang and capacity come first (they shape feasibility).
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import numpy as np
+
+from placement.compile import capacity, fragmentation, gang, priority
+from placement.compile.context import SCALE, ModelContext
+from placement.problem import Problem
+
+MODULES: tuple[ModuleType, ...] = (gang, capacity, priority, fragmentation)
+
+
+def build(problem: Problem, candidates: list[np.ndarray] | None = None) -> ModelContext:
+    ctx = ModelContext(problem, candidates)
+    for module in MODULES:
+        module.apply(ctx)
+    ctx.model.maximize(ctx.objective.expression())
+    return ctx
+
+
+__all__ = ["MODULES", "SCALE", "ModelContext", "build"]

@@ -1,0 +1,123 @@
+"""The model context: one CP-SAT model, the shared decision variables, and the named objective.
+
+Constraint modules (gang, capacity, ...) receive the context, add their own constraints and
+auxiliary variables, and register *named* objective terms. They meet only through what the
+context owns, so a concern can be added without touching the others, and the plan can report
+its score term by term.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from placement.problem import Problem
+from placement.solution import Placement
+
+#: Objective coefficients are integers: weights are in GPU-equivalents, scaled by this factor.
+SCALE = 1000
+
+
+@dataclass
+class Term:
+    """A named linear objective term: Σ coef·var, in GPU-equivalents, already weighted."""
+
+    name: str
+    variables: list[cp_model.IntVar] = field(default_factory=list)
+    coefs: list[int] = field(default_factory=list)  # scaled integers
+
+    def value(self, value_of: Callable[[cp_model.IntVar], int]) -> float:
+        return sum(c * value_of(v) for v, c in zip(self.variables, self.coefs, strict=True)) / SCALE
+
+
+class ObjectiveRegistry:
+    """Named terms that add up to the maximised objective."""
+
+    def __init__(self) -> None:
+        self.terms: dict[str, Term] = {}
+
+    def add(self, name: str, variables: list[cp_model.IntVar], coefs: list[float] | np.ndarray,
+            weight: float = 1.0) -> None:
+        term = self.terms.setdefault(name, Term(name))
+        for v, c in zip(variables, coefs, strict=True):
+            scaled = round(float(c) * weight * SCALE)
+            if scaled:
+                term.variables.append(v)
+                term.coefs.append(scaled)
+
+    def expression(self) -> cp_model.LinearExprT:
+        variables = [v for t in self.terms.values() for v in t.variables]
+        coefs = [c for t in self.terms.values() for c in t.coefs]
+        return cp_model.LinearExpr.weighted_sum(variables, coefs)
+
+    def values(self, value_of: Callable[[cp_model.IntVar], int]) -> dict[str, float]:
+        return {name: term.value(value_of) for name, term in self.terms.items()}
+
+
+class ModelContext:
+    """Owns the model and the variables every module shares.
+
+    `x[t]` holds, per candidate node of task t (aligned with `candidates[t]`), an integer: how many
+    of the task's identical pods go there. `placed[j]` says whether job j runs in this plan.
+    """
+
+    def __init__(self, problem: Problem, candidates: list[np.ndarray] | None = None) -> None:
+        self.problem = problem
+        self.model = cp_model.CpModel()
+        self.objective = ObjectiveRegistry()
+        self.candidates: list[np.ndarray] = candidates or [t.candidates for t in problem.tasks]
+        self.x: list[list[cp_model.IntVar]] = []
+        self.upper: list[list[int]] = []  # each x variable's upper bound, aligned with x
+        self._hint_rules: list[Callable[[ModelContext, Placement, dict[int, int]], None]] = []
+        for t, task in enumerate(problem.tasks):
+            cap = dict(zip(task.candidates.tolist(), task.max_per_node.tolist(), strict=True))
+            bounds = [cap[int(n)] for n in self.candidates[t]]
+            self.upper.append(bounds)
+            self.x.append([
+                self.model.new_int_var(0, ub, f"x[{t},{int(n)}]")
+                for ub, n in zip(bounds, self.candidates[t], strict=True)
+            ])
+        self._per_node: list[list[tuple[cp_model.IntVar, int, int]]] | None = None
+        self.placed = [self.model.new_bool_var(f"placed[{j}]") for j in range(len(problem.jobs))]
+
+    def task_pods(self, t: int) -> cp_model.LinearExprT:
+        return cp_model.LinearExpr.sum(self.x[t])
+
+    def node_terms(self) -> list[list[tuple[cp_model.IntVar, int, int]]]:
+        """Per node, the (variable, task, upper bound) triples that may put pods there."""
+        if self._per_node is None:
+            per_node: list[list[tuple[cp_model.IntVar, int, int]]] = [[] for _ in range(self.problem.n_nodes)]
+            for t, cand in enumerate(self.candidates):
+                for var, n, ub in zip(self.x[t], cand.tolist(), self.upper[t], strict=True):
+                    per_node[n].append((var, t, ub))
+            self._per_node = per_node
+        return self._per_node
+
+    def on_hint(self, rule: Callable[[ModelContext, Placement, dict[int, int]], None]) -> None:
+        """Register how a module derives its auxiliary variables' values from a placement."""
+        self._hint_rules.append(rule)
+
+    def assignment_of(self, placement: Placement) -> dict[int, int]:
+        """Every variable's value for a given placement: primaries first, then each module's auxiliaries.
+
+        Used as the complete solution hint (CP-SAT lesson 1) and to score the greedy plan with
+        exactly the solver's objective.
+        """
+        values: dict[int, int] = {}
+        for t, cand in enumerate(self.candidates):
+            for var, n in zip(self.x[t], cand.tolist(), strict=True):
+                values[var.index] = placement.counts.get((t, n), 0)
+        jobs = placement.placed_jobs(self.problem)
+        for j, var in enumerate(self.placed):
+            values[var.index] = int(j in jobs)
+        for rule in self._hint_rules:
+            rule(self, placement, values)
+        return values
+
+    def hint(self, values: dict[int, int]) -> None:
+        self.model.clear_hints()
+        for index, value in values.items():
+            self.model.add_hint(self.model.get_int_var_from_proto_index(index), value)

@@ -1,0 +1,40 @@
+"""A placement in problem space: how many pods of each task sit on each node.
+
+Both the greedy baseline and the solver produce one; decode turns it into a wire-format Plan.
+Keeping this the single currency means the two are compared on exactly the same terms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from placement.problem import Problem
+
+
+@dataclass
+class Placement:
+    counts: dict[tuple[int, int], int] = field(default_factory=dict)  # (task, node) -> pods
+
+    def add(self, task: int, node: int, pods: int = 1) -> None:
+        if pods:
+            self.counts[task, node] = self.counts.get((task, node), 0) + pods
+
+    def task_pods(self, task: int) -> int:
+        return sum(k for (t, _), k in self.counts.items() if t == task)
+
+    def placed_jobs(self, problem: Problem) -> set[int]:
+        per_job: dict[int, int] = {}
+        for (t, _), k in self.counts.items():
+            if k:
+                j = problem.tasks[t].job
+                per_job[j] = per_job.get(j, 0) + k
+        return set(per_job)
+
+    def usage(self, problem: Problem) -> np.ndarray:
+        """(N, 3) resources this placement takes, on top of running pods."""
+        used = np.zeros_like(problem.free)
+        for (t, n), k in self.counts.items():
+            used[n] += problem.tasks[t].demand * k
+        return used

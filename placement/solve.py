@@ -1,0 +1,87 @@
+"""Run CP-SAT on a compiled model: all solver parameters live here, in one place.
+
+Two modes (CPSAT.md lesson 8): *wall-clock* for the periodic scheduler cycle (use every second
+it is given; repeats may differ), and *deterministic* for what-if, tests and benchmarks (the
+budget is CP-SAT's deterministic time with interleaved workers: the same request, seed and
+workers give the same plan, at the price of a slower search). Every plan says which it came from.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from models import Policy
+from placement.compile.context import SCALE, ModelContext
+
+#: Above this many variables, probing in presolve costs more than it finds (CPSAT.md lesson 2).
+PROBING_OFF_ABOVE = 20_000
+
+
+@dataclass
+class SolveResult:
+    status: str
+    values: dict[int, int] | None  # variable index -> value of the best solution, None if none
+    objective: float | None  # in GPU-equivalents
+    bound: float | None
+    wall_s: float
+    mode: str
+
+
+def parameters(policy: Policy, budget_s: float, n_vars: int) -> cp_model.SatParameters:
+    p = cp_model.SatParameters()
+    p.num_workers = policy.workers
+    p.random_seed = policy.seed
+    p.relative_gap_limit = policy.relative_gap_limit
+    if policy.deterministic:
+        p.interleave_search = True
+        p.max_deterministic_time = policy.time_limit_s
+        # A safety net only: a deterministic run normally stops on deterministic time.
+        p.max_time_in_seconds = 10 * policy.time_limit_s + 5
+    else:
+        p.max_time_in_seconds = max(0.05, budget_s)
+    if n_vars > PROBING_OFF_ABOVE:
+        p.cp_model_probing_level = 0
+    return p
+
+
+def run(ctx: ModelContext, policy: Policy, budget_s: float, *, log: Callable[[str], None] | None = None,
+        stop: threading.Event | None = None) -> SolveResult:
+    """Solve with the hint already set on the model; `stop` ends the search early from another thread."""
+    n_vars = len(ctx.model.proto.variables)
+    solver = cp_model.CpSolver()
+    solver.parameters.copy_from(parameters(policy, budget_s, n_vars))
+    if log is not None:
+        solver.parameters.log_search_progress = True
+        solver.parameters.log_to_stdout = False
+        solver.log_callback = log
+    watcher = None
+    if stop is not None:
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.wait(0.05):
+                if stop.is_set():
+                    solver.stop_search()
+                    return
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+    start = time.perf_counter()
+    code = solver.solve(ctx.model)
+    wall = time.perf_counter() - start
+    if watcher is not None:
+        done.set()
+        watcher.join()
+    status = solver.status_name(code)
+    mode = "deterministic" if policy.deterministic else "wall-clock"
+    if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return SolveResult(status, None, None, None, wall, mode)
+    proto = solver.response_proto
+    values = dict(enumerate(proto.solution))
+    return SolveResult(status, values, solver.objective_value / SCALE, solver.best_objective_bound / SCALE,
+                       wall, mode)
