@@ -13,9 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 from models import PlacementRequest, Plan, PlanStatus, SolverStats
+from placement import candidates, solve
 from placement import compile as compiler
 from placement import problem as problem_mod
-from placement import solve
 from placement.baseline import greedy
 from placement.decode import decode
 from placement.solution import Placement
@@ -49,7 +49,7 @@ def plan(request: PlacementRequest | dict[str, Any], *, log: Callable[[str], Non
     baseline = greedy(problem)
     first_plan_s = time.perf_counter() - start
 
-    ctx = compiler.build(problem)
+    ctx = compiler.build(problem, candidates.select(problem, baseline))
     baseline_values = ctx.assignment_of(baseline)
     ctx.hint(baseline_values)
     baseline_score = sum(ctx.objective.values(lambda v: baseline_values[v.index]).values())

@@ -1,0 +1,187 @@
+"""The `placement` command: a thin face that parses, calls the library, and renders."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from models import Plan, format_errors
+
+
+def _load(path: str, what: str) -> Any:
+    from placement.io import load_document
+
+    try:
+        return load_document(path)
+    except FileNotFoundError:
+        raise SystemExit(_fail(f"{what} file not found: {path}")) from None
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise SystemExit(_fail(f"{what} {path} is not valid JSON/YAML: {exc}")) from None
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def _invalid(exc: ValidationError, what: str) -> int:
+    print(f"error: invalid {what}:", file=sys.stderr)
+    for line in format_errors(exc):
+        print(f"  {line}", file=sys.stderr)
+    return 2
+
+
+def summary(plan: Plan) -> str:
+    """A few lines a person reads after a solve: what was placed, what waits, how good, how fast."""
+    jobs = {a.job for a in plan.assignments}
+    gpus = sum(len(a.gpus) for a in plan.assignments)
+    s = plan.solver
+    gap = "n/a" if s.gap is None else f"{100 * s.gap:.2f}%"
+    lines = [
+        f"status {plan.status} ({s.mode}, winner: {s.winner}); objective {plan.objective.total:g} "
+        f"(greedy {s.baseline_objective:g}); gap {gap}",
+        f"placed {len(jobs)} jobs, {len(plan.assignments)} pods, {gpus} GPUs; pending {len(plan.pending)} jobs",
+        "terms: " + ", ".join(f"{k} {v:g}" for k, v in plan.objective.terms.items()),
+        f"model {s.variables} variables, {s.constraints} constraints; first plan {s.first_plan_s}s, "
+        f"build {s.build_s}s, total {s.wall_s}s, workers {s.workers}, seed {s.seed}",
+    ]
+    for p in plan.pending[:10]:
+        lines.append(f"  pending {p.job}: {p.reason}")
+    if len(plan.pending) > 10:
+        lines.append(f"  ... and {len(plan.pending) - 10} more pending jobs (see the plan)")
+    return "\n".join(lines)
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    from placement.api import parse, plan
+
+    data = _load(args.request, "request")
+    if isinstance(data, dict):
+        policy = data.setdefault("policy", {}) if isinstance(data.get("policy", {}), dict) else None
+        if policy is not None:
+            for key, value in (("time_limit_s", args.time_limit), ("workers", args.workers), ("seed", args.seed)):
+                if value is not None:
+                    policy[key] = value
+            if args.deterministic:
+                policy["deterministic"] = True
+    try:
+        request = parse(data)
+        log = (lambda line: print(line, file=sys.stderr)) if args.verbose else None
+        result = plan(request, log=log)
+    except ValidationError as exc:
+        return _invalid(exc, "request")
+    text = result.model_dump_json(indent=2)
+    if args.output:
+        Path(args.output).write_text(text + "\n")
+    else:
+        print(text)
+    print(summary(result), file=sys.stderr)
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from placement.api import parse
+    from placement.verify import verify
+
+    try:
+        request = parse(_load(args.request, "request"))
+    except ValidationError as exc:
+        return _invalid(exc, "request")
+    try:
+        plan = Plan.model_validate(_load(args.plan, "plan"))
+    except ValidationError as exc:
+        return _invalid(exc, "plan")
+    violations = verify(request, plan)
+    for v in violations:
+        print(v)
+    if not violations:
+        print(f"valid: {len(plan.assignments)} pods of {len({a.job for a in plan.assignments})} jobs, "
+              f"{len(plan.pending)} pending", file=sys.stderr)
+    return 1 if violations else 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from placement.generate import generate
+
+    request = generate(args.nodes, args.jobs, args.seed)
+    text = json.dumps(request, indent=1)
+    if args.output:
+        Path(args.output).write_text(text + "\n")
+    else:
+        print(text)
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace, rest: list[str]) -> int:
+    if args.target == "openb":
+        from placement.bench.openb import main as openb_main
+
+        return openb_main(rest)
+    from placement.bench.instances import main as instances_main
+
+    return instances_main([args.target, *rest])
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        from service.server import run
+    except ImportError as exc:
+        return _fail(f"the service needs its extras: pip install 'placement[service]' ({exc})")
+    run(host=args.host, port=args.port, workers=args.workers)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="placement", description="Constraint-solver placement for GPU clusters.")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("solve", help="plan a request; the plan goes to stdout or -o, a summary to stderr")
+    s.add_argument("request", help="request file (.json or .yaml)")
+    s.add_argument("-o", "--output", help="write the plan here instead of stdout")
+    s.add_argument("--time-limit", type=float, help="seconds for the whole solve (overrides policy)")
+    s.add_argument("--workers", type=int, help="CP-SAT workers (overrides policy)")
+    s.add_argument("--seed", type=int, help="CP-SAT random seed (overrides policy)")
+    s.add_argument("--deterministic", action="store_true", help="reproducible mode (deterministic time)")
+    s.add_argument("-v", "--verbose", action="store_true", help="CP-SAT progress on stderr")
+
+    v = sub.add_parser("verify", help="check a plan against a request: exit 0 valid, 1 violations, 2 bad input")
+    v.add_argument("request")
+    v.add_argument("plan")
+
+    g = sub.add_parser("generate", help="a seeded, realistic request (ITP gang sizes, fragmented nodes)")
+    g.add_argument("--nodes", type=int, required=True)
+    g.add_argument("--jobs", type=int, required=True)
+    g.add_argument("--seed", type=int, default=1)
+    g.add_argument("-o", "--output")
+
+    b = sub.add_parser("bench", help="benchmarks: 'bench DIR|FILE|generated ...' or 'bench openb ...'",
+                       add_help=False)
+    b.add_argument("target", help="'openb', 'generated', or a folder/file of instances")
+
+    sv = sub.add_parser("serve", help="the HTTP service (needs the 'service' extra)")
+    sv.add_argument("--host", default="127.0.0.1")
+    sv.add_argument("--port", type=int, default=8000)
+    sv.add_argument("--workers", type=int, default=None, help="concurrent solves (default: cores)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    ap = parser()
+    args, rest = ap.parse_known_args(argv)
+    if args.command == "bench":
+        return cmd_bench(args, rest)
+    if rest:
+        ap.error(f"unrecognized arguments: {' '.join(rest)}")
+    handlers = {"solve": cmd_solve, "verify": cmd_verify, "generate": cmd_generate, "serve": cmd_serve}
+    return handlers[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
