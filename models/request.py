@@ -7,7 +7,6 @@ ignores what they asked for.
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
 from typing import Any, Literal
 
@@ -45,13 +44,7 @@ def _not_yet(value: Any, field: str, default: Any = None) -> Any:
 class Strict(BaseModel):
     """Unknown fields are errors: a misspelt field must not be silently dropped."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def _finite(v: float) -> float:
-    if not math.isfinite(v):
-        raise ValueError("must be a finite number")
-    return v
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Pool(Strict):
@@ -122,7 +115,6 @@ class Node(Strict):
     sharing: Any = None
     unhealthy_gpus: list[int] = Field(default_factory=list)
 
-    _fin = field_validator("cpu", "memory_gib")(_finite)
 
     @field_validator("mig", "sharing", mode="before")
     @classmethod
@@ -152,7 +144,6 @@ class RunningPod(Strict):
     mig: Any = None
     gpu_share: Any = None
 
-    _fin = field_validator("cpu", "memory_gib")(_finite)
 
     @field_validator("mig", "gpu_share", mode="before")
     @classmethod
@@ -185,7 +176,6 @@ class Task(Strict):
     mig_profile: Any = None
     gpu_share: Any = None
 
-    _fin = field_validator("cpu", "memory_gib")(_finite)
 
     @field_validator("mig_profile", "gpu_share", mode="before")
     @classmethod
@@ -270,7 +260,6 @@ class Weights(Strict):
     priority: float = Field(1.0, ge=0)
     fragmentation: float = Field(0.1, ge=0)
 
-    _fin = field_validator("priority", "fragmentation")(_finite)
 
 
 class Policy(Strict):
@@ -282,7 +271,6 @@ class Policy(Strict):
     weights: Weights = Field(default_factory=Weights)
     previous_plan: Any = None
 
-    _fin = field_validator("time_limit_s")(_finite)
 
     @field_validator("previous_plan", mode="before")
     @classmethod
