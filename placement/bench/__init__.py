@@ -1,0 +1,1 @@
+"""Benchmarks, kept apart from the solver: instance-library runs and replays of published protocols (openb)."""
