@@ -4,28 +4,56 @@ Imports nothing of ours, so any face (CLI, HTTP, a caller's own code) can depend
 """
 
 from models.errors import ErrorList, format_errors, reject
-from models.plan import Assignment, MigChange, Objective, Pending, Plan, PlanStatus, Preemption, SolverStats
+from models.plan import (
+    Assignment,
+    CostSummary,
+    JobCost,
+    MigChange,
+    Objective,
+    Pending,
+    Plan,
+    PlanStatus,
+    Preemption,
+    Provisioned,
+    SolverStats,
+    TeamReport,
+)
 from models.request import (
     API_VERSION,
     Cluster,
+    FlavorQuota,
+    GpuQuota,
+    GpuSharing,
     Job,
+    JobTopology,
+    MigInstance,
+    MigSlot,
     Node,
+    NodeTemplate,
     NodeTopology,
     PlacementRequest,
     Policy,
     Pool,
+    Provisionable,
+    Quota,
     RunningJob,
     RunningPod,
     Taint,
     Task,
     Team,
     Toleration,
+    TopologySlice,
     Weights,
 )
 
 __all__ = [
     "API_VERSION", "Assignment", "Cluster", "ErrorList", "Job", "MigChange", "Node", "NodeTopology",
     "Objective", "Pending", "PlacementRequest", "Plan", "PlanStatus", "Policy", "Pool", "Preemption", "RunningJob",
-    "RunningPod", "SolverStats", "Taint", "Task", "Team", "Toleration", "Weights", "format_errors",
+    "RunningPod", "SolverStats",
+    "CostSummary", "JobCost", "NodeTemplate", "Provisionable", "Provisioned",
+    "Taint", "Task", "Team", "Toleration", "Weights", "format_errors",
     "reject",
+    "FlavorQuota", "GpuQuota", "Quota", "TeamReport",
+    "JobTopology", "TopologySlice",
+    "GpuSharing", "MigInstance", "MigSlot",
 ]

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from models.request import MigInstance, MigSlot
+
 PlanStatus = Literal["optimal", "feasible", "infeasible", "no_solution_in_time", "invalid"]
 
 
@@ -19,6 +21,10 @@ class Assignment(PlanModel):
     pod: int = Field(ge=0)
     node: str
     gpus: list[int] = Field(default_factory=list)
+    #: the MIG instance the pod takes (MIG tasks)
+    mig: MigSlot | None = None
+    #: the fraction of the one GPU in `gpus` the pod takes (gpu_share tasks; the GPU is shared)
+    gpu_share: float | None = None
 
 
 class Preemption(PlanModel):
@@ -27,9 +33,15 @@ class Preemption(PlanModel):
 
 
 class MigChange(PlanModel):
+    """A GPU whose MIG layout the plan changes: its full new layout (instances of running pods included).
+
+    `mig_enabled: false` makes the GPU whole again (MIG mode off); an enabled GPU lists every instance.
+    """
+
     node: str
     gpu: int
-    layout: list[dict[str, object]]
+    mig_enabled: bool = True
+    layout: list[MigInstance] = Field(default_factory=list)
 
 
 class Pending(PlanModel):
@@ -61,6 +73,54 @@ class SolverStats(PlanModel):
     baseline_objective: float | None = None
 
 
+class JobCost(PlanModel):
+    """Expected cost of one placed job, in the pools' currency."""
+
+    job: str
+    gpus: int = Field(description="GPUs the job holds")
+    spot_gpus: int = Field(0, description="of which on spot nodes")
+    runtime_h: float = Field(description="expected runtime used for the price (1 h when the job gives none)")
+    per_hour: float = Field(description="price of the GPUs it holds, per hour")
+    compute: float = Field(description="per_hour × runtime_h")
+    reclaim_risk: float = Field(0.0, description="expected work lost to spot reclaims, priced")
+    total: float
+
+
+class CostSummary(PlanModel):
+    """What the plan is expected to cost (GPU-hours at each pool's gpu_hour_price); unpriced pools count 0."""
+
+    total: float = Field(description="compute + reclaim_risk + provisioning")
+    compute: float = 0.0
+    reclaim_risk: float = 0.0
+    provisioning: float = Field(0.0, description="minimum billing of added nodes beyond what their pods pay")
+    per_hour: float = Field(0.0, description="price per hour of every GPU the plan places")
+    gpu_hours: float = Field(0.0, description="placed GPUs × their jobs' expected runtime")
+    jobs: list[JobCost] = Field(default_factory=list)
+
+
+class Provisioned(PlanModel):
+    """Nodes the plan adds to a provisionable pool; assignments may name them."""
+
+    pool: str
+    nodes: list[str]
+
+
+class TeamReport(PlanModel):
+    """Where a team stands once the plan is applied (running work kept + new placements)."""
+
+    team: str
+    weight: float
+    gpus_held: int = Field(description="GPUs the team holds after the plan: running jobs kept plus placed jobs")
+    gpus_placed: int = Field(0, description="of which placed by this plan")
+    gpus_preempted: int = Field(0, description="GPUs of the team's running jobs this plan preempts")
+    gpus_pending: int = Field(0, description="GPUs of the team's jobs left pending")
+    entitlement: float = Field(description="weighted max-min fair share of the cluster's GPUs given the team's "
+                               "demand, quota and past usage (placement/teams.py)")
+    nominal: float | None = Field(None, description="the team's cluster-wide nominal GPU quota, if any")
+    dominant_share: float = Field(description="largest share the team holds of any resource (GPUs, CPU, memory)")
+    share_of_entitlement: float | None = Field(None, description="gpus_held / entitlement (None: no entitlement)")
+
+
 class Plan(PlanModel):
     api_version: Literal["placement/v1"] = "placement/v1"
     status: PlanStatus
@@ -70,3 +130,8 @@ class Plan(PlanModel):
     pending: list[Pending] = Field(default_factory=list)
     objective: Objective = Field(default_factory=lambda: Objective(total=0.0))
     solver: SolverStats = Field(default_factory=lambda: SolverStats(status="SKIPPED"))
+    provisioned: list[Provisioned] = Field(default_factory=list)
+    cost: CostSummary | None = Field(None, description="expected cost; set when any pool has a price")
+    teams: list[TeamReport] = Field(default_factory=list, description="per declared team, after the plan")
+    fairness_index: float | None = Field(None, description="Jain's index of the teams' share_of_entitlement "
+                                         "(1 = every entitled team got the same fraction of its fair share)")

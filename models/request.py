@@ -7,7 +7,8 @@ ignores what they asked for.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
+from functools import cached_property
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -18,19 +19,6 @@ API_VERSION = "placement/v1"
 
 #: Fields that later modules will honour: field name -> the concern that brings them.
 _LATER = {
-    "mig": "MIG (GPU sharing module)",
-    "sharing": "time-slicing/MPS (GPU sharing module)",
-    "mig_profile": "MIG (GPU sharing module)",
-    "gpu_share": "fractional GPUs (GPU sharing module)",
-    "topology": "topology requirements (topology module)",
-    "gpu_hour_price": "prices (cost module)",
-    "reclaim_rate_per_h": "spot reclaim (cost module)",
-    "provisionable": "provisioning (cost module)",
-    "spot_ok": "spot placement (cost module)",
-    "checkpoint_interval_h": "checkpoints (cost module)",
-    "expected_runtime_h": "runtime estimates (cost module)",
-    "deferrable": "off-peak deferral (cost module)",
-    "quota": "quotas (teams module)",
     "previous_plan": "plan stability (previous_plan)",
 }
 
@@ -47,27 +35,13 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-class Pool(Strict):
-    name: str = Field(min_length=1)
-    capacity_type: Literal["on-demand", "spot", "reserved"] = "on-demand"
-    gpu_hour_price: float | None = None
-    reclaim_rate_per_h: float | None = None
-    provisionable: Any = None
 
-    @field_validator("capacity_type")
-    @classmethod
-    def _no_spot_yet(cls, v: str) -> str:
-        if v == "spot":
-            raise ValueError(
-                "not supported yet: spot pools need the cost module (which jobs may run on spot); "
-                "use 'on-demand' or 'reserved'"
-            )
-        return v
 
-    @field_validator("gpu_hour_price", "reclaim_rate_per_h", "provisionable", mode="before")
-    @classmethod
-    def _later(cls, v: Any, info: Any) -> Any:
-        return _not_yet(v, info.field_name)
+def _utc(v: datetime | None) -> datetime | None:
+    """Timestamps without a zone are UTC, so every comparison between them is defined."""
+    if v is not None and v.tzinfo is None:
+        return v.replace(tzinfo=timezone.utc)
+    return v
 
 
 class Taint(Strict):
@@ -96,9 +70,39 @@ class NodeTopology(Strict):
     """Where the node sits; facts only (the topology module adds requirements on them)."""
 
     nvlink: Literal["nvswitch", "hybrid-cube-mesh", "pcie-pairs", "pcie"] | None = None
+    #: `nvidia-smi topo -m` text of this node, or the name of a `cluster.topo_matrices` entry shared
+    #: by a class of identical nodes; overrides `nvlink` when set (placement/topology.py parses it)
+    topo_matrix: str | None = Field(None, min_length=1)
+    #: multi-node NVLink partition (GB200 NVL72); unset: the GFD label `nvidia.com/gpu.clique`
     nvlink_domain: str | None = None
     rack: str | None = None
     block: str | None = None
+
+
+class MigInstance(Strict):
+    """One GPU instance of a MIG layout: a profile name and its first memory slice (as `nvidia-smi mig -lgipp`)."""
+
+    profile: str = Field(min_length=1)
+    start: int = Field(ge=0, le=7)
+
+
+class MigSlot(Strict):
+    """The MIG instance a pod holds: GPU index, profile and start slot (placement/catalog checks legality)."""
+
+    gpu: int = Field(ge=0)
+    profile: str = Field(min_length=1)
+    start: int = Field(ge=0, le=7)
+
+
+class GpuSharing(Strict):
+    """One GPU shared by up to `replicas` pods, by time-slicing (no memory isolation) or MPS.
+
+    Either way the solver never over-commits: the pods' shares sum to at most 1 and their GPU
+    memory to at most the GPU's (one OOM on a time-sliced GPU kills every pod on it).
+    """
+
+    mode: Literal["time-slicing", "mps"]
+    replicas: int = Field(ge=1, le=128)
 
 
 class Node(Strict):
@@ -111,21 +115,24 @@ class Node(Strict):
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[Taint] = Field(default_factory=list)
     topology: NodeTopology = Field(default_factory=NodeTopology)
-    mig: Any = None
-    sharing: Any = None
+    #: GPU index -> its MIG layout (a listed GPU is partitioned, even with no instances, and never given whole)
+    mig: dict[int, list[MigInstance]] = Field(default_factory=dict)
+    #: GPU index -> time-slicing/MPS setting (a listed GPU takes only pods with gpu_share)
+    sharing: dict[int, GpuSharing] = Field(default_factory=dict)
     unhealthy_gpus: list[int] = Field(default_factory=list)
 
-
-    @field_validator("mig", "sharing", mode="before")
-    @classmethod
-    def _later(cls, v: Any, info: Any) -> Any:
-        return _not_yet(v, info.field_name)
 
     @model_validator(mode="after")
     def _check(self) -> Node:
         errors = ErrorList("Node")
         if self.gpus > 0 and not self.gpu_model:
             errors.add(("gpu_model",), "required when the node has GPUs", None, "missing")
+        for what, gpus in (("mig", self.mig), ("sharing", self.sharing)):
+            for g in gpus:
+                if not 0 <= g < self.gpus:
+                    errors.add((what, g), f"GPU index {g} out of range 0..{self.gpus - 1}", g)
+        for g in sorted(set(self.mig) & set(self.sharing)):
+            errors.add(("sharing", g), f"GPU {g} is also MIG-partitioned; share a GPU one way only", g)
         for i, g in enumerate(self.unhealthy_gpus):
             if not 0 <= g < self.gpus:
                 errors.add(("unhealthy_gpus", i), f"GPU index {g} out of range 0..{self.gpus - 1}", g)
@@ -135,24 +142,99 @@ class Node(Strict):
         return self
 
 
+class NodeTemplate(Strict):
+    """The shape of a node a pool can add on demand: a Node without name, pool or history."""
+
+    gpu_model: str | None = None
+    gpus: int = Field(0, ge=0, le=128)
+    cpu: float = Field(ge=0)
+    memory_gib: float = Field(ge=0)
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[Taint] = Field(default_factory=list)
+    topology: NodeTopology = Field(default_factory=NodeTopology)
+
+    @model_validator(mode="after")
+    def _check(self) -> NodeTemplate:
+        if self.gpus > 0 and not self.gpu_model:
+            errors = ErrorList("NodeTemplate")
+            errors.add(("gpu_model",), "required when the node has GPUs", None, "missing")
+            errors.raise_if_any()
+        return self
+
+
+class Provisionable(Strict):
+    """Nodes a pool may add (cloud capacity): the solver decides how many, up to `max_nodes`.
+
+    An added node is billed whole, for at least `min_billing_h` hours, at the pool's price: that
+    charge is what makes the solver add capacity only when placing pending work is worth it.
+    """
+
+    max_nodes: int = Field(ge=1, le=256)
+    node: NodeTemplate
+    min_billing_h: float = Field(1.0, ge=0)
+
+    @staticmethod
+    def node_name(pool: str, k: int) -> str:
+        """Name of the k-th node a pool may add; '/' keeps it apart from real (Kubernetes) node names."""
+        return f"{pool}/new-{k}"
+
+    def node_names(self, pool: str) -> list[str]:
+        return [self.node_name(pool, k) for k in range(self.max_nodes)]
+
+    def materialise(self, pool: str, k: int) -> Node:
+        return Node(name=self.node_name(pool, k), pool=pool, **self.node.model_dump())
+
+
+class Pool(Strict):
+    """A group of nodes with one price and capacity type; spot nodes may be reclaimed at any time."""
+
+    name: str = Field(min_length=1)
+    capacity_type: Literal["on-demand", "spot", "reserved"] = "on-demand"
+    gpu_hour_price: float | None = Field(None, ge=0, description="currency per GPU-hour; unset = unpriced")
+    reclaim_rate_per_h: float | None = Field(None, ge=0, description="spot only: expected reclaims per node-hour")
+    provisionable: Provisionable | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> Pool:
+        if self.reclaim_rate_per_h is not None and self.capacity_type != "spot":
+            errors = ErrorList("Pool")
+            errors.add(("reclaim_rate_per_h",), f"only spot pools are reclaimed; this pool is "
+                       f"'{self.capacity_type}'", self.reclaim_rate_per_h)
+            errors.raise_if_any()
+        return self
+
+
 class RunningPod(Strict):
     task: str = Field(min_length=1)
     node: str = Field(min_length=1)
     gpus: list[int] = Field(default_factory=list)
     cpu: float = Field(0.0, ge=0)
     memory_gib: float = Field(0.0, ge=0)
-    mig: Any = None
-    gpu_share: Any = None
+    #: the MIG instance the pod holds (then `gpus` stays empty)
+    mig: MigSlot | None = None
+    #: fraction of the one GPU in `gpus`, a GPU listed in the node's `sharing`
+    gpu_share: float | None = Field(None, gt=0, le=1)
+    #: GPU memory the shared pod may use (default: its share of the GPU's memory)
+    gpu_memory_gib: float | None = Field(None, ge=0)
 
 
-    @field_validator("mig", "gpu_share", mode="before")
-    @classmethod
-    def _later(cls, v: Any, info: Any) -> Any:
-        return _not_yet(v, info.field_name)
+    @model_validator(mode="after")
+    def _check_devices(self) -> RunningPod:
+        errors = ErrorList("RunningPod")
+        if self.mig is not None and self.gpus:
+            errors.add(("gpus",), "a pod on a MIG instance holds no whole GPUs; leave 'gpus' empty", self.gpus)
+        if self.mig is not None and self.gpu_share is not None:
+            errors.add(("gpu_share",), "a pod holds a MIG instance or a GPU share, not both", self.gpu_share)
+        if self.gpu_share is not None and len(self.gpus) != 1:
+            errors.add(("gpus",), "a pod with gpu_share names exactly one (shared) GPU", self.gpus)
+        if self.gpu_memory_gib is not None and self.gpu_share is None:
+            errors.add(("gpu_memory_gib",), "set only for pods with gpu_share", self.gpu_memory_gib)
+        errors.raise_if_any()
+        return self
 
 
 class RunningJob(Strict):
-    """Work already bound to nodes: it holds capacity. (Preemption arrives with the teams module.)"""
+    """Work already bound to nodes: it holds capacity, and is kept or preempted whole (compile/preemption.py)."""
 
     job: str = Field(min_length=1)
     team: str | None = None
@@ -160,6 +242,10 @@ class RunningJob(Strict):
     preemptible: bool = False
     pods: list[RunningPod] = Field(min_length=1)
     started_at: datetime | None = None
+    #: last checkpoint: a preemption loses the GPU-hours since then (since `started_at` when unset)
+    checkpointed_at: datetime | None = None
+
+    _tz = field_validator("started_at", "checkpointed_at")(_utc)
 
 
 class Task(Strict):
@@ -173,22 +259,58 @@ class Task(Strict):
     memory_gib: float = Field(0.0, ge=0)
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[Toleration] = Field(default_factory=list)
-    mig_profile: Any = None
-    gpu_share: Any = None
+    #: each pod takes one MIG instance of this profile ("1g.10gb"), or "auto": the smallest profile
+    #: with at least gpu_memory_gib on whichever MIG model the pod lands
+    mig_profile: str | None = Field(None, min_length=1)
+    #: each pod takes this fraction of one time-sliced/MPS GPU (openb's gpu_milli / 1000)
+    gpu_share: float | None = Field(None, gt=0, le=1)
 
-
-    @field_validator("mig_profile", "gpu_share", mode="before")
-    @classmethod
-    def _later(cls, v: Any, info: Any) -> Any:
-        return _not_yet(v, info.field_name)
 
     @model_validator(mode="after")
     def _check(self) -> Task:
-        if self.gpu_memory_gib is not None and self.gpus == 0:
-            errors = ErrorList("Task")
-            errors.add(("gpu_memory_gib",), "set only for tasks that ask for GPUs (gpus > 0)", self.gpu_memory_gib)
-            errors.raise_if_any()
+        errors = ErrorList("Task")
+        fractional = self.mig_profile is not None or self.gpu_share is not None
+        if self.gpu_memory_gib is not None and self.gpus == 0 and not fractional:
+            errors.add(("gpu_memory_gib",), "set only for tasks that ask for GPUs (gpus > 0, mig_profile or "
+                       "gpu_share)", self.gpu_memory_gib)
+        if self.mig_profile is not None and self.gpu_share is not None:
+            errors.add(("gpu_share",), "a pod takes a MIG instance or a GPU share, not both", self.gpu_share)
+        if fractional and self.gpus:
+            field = "mig_profile" if self.mig_profile is not None else "gpu_share"
+            errors.add((field,), "a pod asks for whole GPUs or a part of one; leave 'gpus' at 0", self.gpus)
+        if self.mig_profile is not None and self.mig_profile.strip().lower() == "auto" and self.gpu_memory_gib is None:
+            errors.add(("gpu_memory_gib",), "mig_profile 'auto' picks the smallest profile with this much GPU "
+                       "memory: set it", None, "missing")
+        errors.raise_if_any()
         return self
+
+    @property
+    def mig_auto(self) -> bool:
+        return self.mig_profile is not None and self.mig_profile.strip().lower() == "auto"
+
+
+class TopologySlice(Strict):
+    """Sub-groups of a gang: each `size` consecutive pods of a GPU task inside one `required` domain.
+
+    Tensor-parallel groups inside an NVLink domain, data-parallel across (Kueue's
+    podset-slice-required-topology). Only whole groups are placed, so every GPU task's replicas
+    must be a multiple of `size`; CPU-only tasks (launchers) are not sliced.
+    """
+
+    size: int = Field(ge=1, le=100_000)
+    required: str = Field(min_length=1)
+
+
+class JobTopology(Strict):
+    """A job's topology needs, by level name (`cluster.topology_levels`, or `node`).
+
+    `required`: every pod in one domain of that level (hard). `preferred`: fewer domains of that
+    level is better (soft, `topology.spread`). `slice`: see TopologySlice.
+    """
+
+    required: str | None = Field(None, min_length=1)
+    preferred: str | None = Field(None, min_length=1)
+    slice: TopologySlice | None = None
 
 
 class Job(Strict):
@@ -196,24 +318,20 @@ class Job(Strict):
     team: str | None = None
     priority: int = Field(0, ge=-(2**31), le=2**31)
     submitted_at: datetime | None = None
+    _tz = field_validator("submitted_at")(_utc)
     preemptible: bool = False
     min_available: int | None = Field(None, ge=1)
     tasks: list[Task] = Field(min_length=1)
-    topology: Any = None
-    spot_ok: Any = None
-    checkpoint_interval_h: Any = None
-    expected_runtime_h: Any = None
-    deferrable: Any = None
-
-    @field_validator("topology", "checkpoint_interval_h", "expected_runtime_h", mode="before")
-    @classmethod
-    def _later(cls, v: Any, info: Any) -> Any:
-        return _not_yet(v, info.field_name)
-
-    @field_validator("spot_ok", "deferrable", mode="before")
-    @classmethod
-    def _later_flag(cls, v: Any, info: Any) -> Any:
-        return _not_yet(v, info.field_name, default=False) if v is not False else False
+    #: where the gang's pods may sit in the cluster hierarchy (compile/topology.py)
+    topology: JobTopology | None = None
+    #: may run on spot nodes (which can be reclaimed at any time); false keeps it off spot entirely
+    spot_ok: bool = False
+    #: hours between checkpoints: a reclaim loses half of one interval on average (unset = no checkpoints)
+    checkpoint_interval_h: float | None = Field(None, gt=0)
+    #: expected hours of running; prices a placement (unset: costed as one hour)
+    expected_runtime_h: float | None = Field(None, gt=0)
+    #: may wait for off-peak hours (policy.peak) rather than run now
+    deferrable: bool = False
 
     @property
     def pods(self) -> int:
@@ -242,16 +360,75 @@ class Job(Strict):
         return self
 
 
+# --- teams (issue 5): quotas in the spirit of Kueue's ClusterQueue, one cohort per request -----
+
+
+class GpuQuota(Strict):
+    """A team's GPUs in one scope (the whole cluster, or one flavor), as Kueue counts them.
+
+    `nominal` is the team's own share. It may hold up to `nominal + borrowing_limit` (no limit when
+    unset) by borrowing what other teams' nominal leaves idle, and lends at most `lending_limit`
+    of its own idle nominal (all of it when unset); the rest of its nominal is never lent. Whole
+    GPUs: fractional GPUs (sharing) are not counted by quotas.
+    """
+
+    nominal: int = Field(ge=0, le=10_000_000)
+    borrowing_limit: int | None = Field(None, ge=0, le=10_000_000)
+    lending_limit: int | None = Field(None, ge=0, le=10_000_000)
+
+
+class FlavorQuota(Strict):
+    """Quota on one flavor of GPUs (Kueue's ResourceFlavor): the nodes of a pool, of a GPU model, or both."""
+
+    pool: str | None = Field(None, min_length=1)
+    gpu_model: str | None = Field(None, min_length=1)
+    gpus: GpuQuota
+
+    @model_validator(mode="after")
+    def _check(self) -> FlavorQuota:
+        if self.pool is None and self.gpu_model is None:
+            errors = ErrorList("FlavorQuota")
+            errors.add(("pool",), "a flavor names a pool, a gpu_model or both (the whole cluster is quota.gpus)",
+                       None, "missing")
+            errors.raise_if_any()
+        return self
+
+
+class Quota(Strict):
+    """Per resource limits; only GPUs are counted (CPU and memory follow the GPUs they serve)."""
+
+    gpus: GpuQuota | None = None
+    flavors: list[FlavorQuota] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check(self) -> Quota:
+        errors = ErrorList("Quota")
+        _unique_keys(errors, [(f.pool, f.gpu_model) for f in self.flavors])
+        errors.raise_if_any()
+        return self
+
+
+def _unique_keys(errors: ErrorList, keys: list[tuple[str | None, str | None]]) -> None:
+    seen: set[tuple[str | None, str | None]] = set()
+    for i, key in enumerate(keys):
+        if key in seen:
+            errors.add(("flavors", i), f"duplicate flavor (pool={key[0]}, gpu_model={key[1]})", None)
+        seen.add(key)
+
+
 class Team(Strict):
+    """A tenant: its weight in the fair share, its past usage, and its quota (all in one cohort)."""
+
     name: str = Field(min_length=1)
     weight: float = Field(1.0, gt=0)
+    #: GPU-hours used in the past; decayed to `policy.now` with `usage_half_life_h` when `usage_at` is set
     usage_gpu_h: float = Field(0.0, ge=0)
-    quota: Any = None
+    #: when `usage_gpu_h` was measured (unset: the caller already decayed it to now)
+    usage_at: datetime | None = None
+    usage_half_life_h: float | None = Field(None, gt=0)
+    quota: Quota | None = None
 
-    @field_validator("quota", mode="before")
-    @classmethod
-    def _later(cls, v: Any, info: Any) -> Any:
-        return _not_yet(v, info.field_name)
+    _tz = field_validator("usage_at")(_utc)
 
 
 class Weights(Strict):
@@ -259,7 +436,20 @@ class Weights(Strict):
 
     priority: float = Field(1.0, ge=0)
     fragmentation: float = Field(0.1, ge=0)
-
+    #: GPU-equivalents per currency unit of expected cost: 0.001 = $1,000 weighs as much as placing
+    #: one lowest-priority GPU (compile/cost.py explains the conversion)
+    cost: float = Field(0.001, ge=0)
+    #: per GPU a team holds below its fair entitlement, most for its first quarter (compile/fairness.py)
+    fairness: float = Field(1.0, ge=0)
+    #: per GPU of a placed job, per day it has waited since `submitted_at` (capped at 30 days)
+    aging: float = Field(0.1, ge=0)
+    #: per GPU-hour of work a preemption loses since the victim's last checkpoint (compile/preemption.py)
+    preemption: float = Field(0.1, ge=0)
+    #: scales the topology terms (compile/topology.py): per extra domain of a `preferred` level, per
+    #: empty multi-node domain broken into, and the in-node bandwidth shortfall of each pod
+    topology: float = Field(0.5, ge=0)
+    #: per GPU whose MIG layout the plan changes (compile/mig.py): creating and destroying instances
+    mig_reconfigure: float = Field(0.1, ge=0)
 
 
 class Policy(Strict):
@@ -270,6 +460,24 @@ class Policy(Strict):
     relative_gap_limit: float = Field(0.0, ge=0, le=1)
     weights: Weights = Field(default_factory=Weights)
     previous_plan: Any = None
+    #: this cycle is in peak hours: `reserve` is held back and deferrable jobs may wait
+    peak: bool = False
+    #: pool -> GPUs of its nodes left free during peak (e.g. for inference); released off-peak
+    reserve: dict[str, int] = Field(default_factory=dict)
+    #: the time of this plan (ages, minimum runtimes, usage decay); unset: the latest time the request
+    #: mentions, so the same request always gives the same plan (PlacementRequest.planning_time)
+    now: datetime | None = None
+    #: a running job is never preempted before it has run this long (Slurm's PreemptExemptTime)
+    min_runtime_s: float = Field(0.0, ge=0)
+    #: may the plan preempt running jobs marked `preemptible`? Off by default, like Kueue's `Never`
+    preemption: bool = False
+    #: may the plan change MIG layouts? Free instances may be destroyed and new ones created; instances
+    #: running pods hold never move; an idle GPU may be partitioned, an idle partitioned GPU made whole
+    allow_mig_changes: bool = False
+    #: at most this many GPUs change MIG layout in one plan (unset: no cap)
+    max_mig_changes: int | None = Field(None, ge=0)
+
+    _tz = field_validator("now")(_utc)
 
 
     @field_validator("previous_plan", mode="before")
@@ -282,6 +490,12 @@ class Cluster(Strict):
     pools: list[Pool] = Field(default_factory=list)
     nodes: list[Node] = Field(min_length=1)
     running: list[RunningJob] = Field(default_factory=list)
+    #: hierarchy levels, narrowest first (like Kueue's Topology levels): `nvlink_domain`, `rack` and
+    #: `block` read node.topology; any other name reads that node label (e.g. a spine label)
+    topology_levels: list[str] = Field(default_factory=lambda: ["nvlink_domain", "rack", "block"],
+                                       min_length=1, max_length=16)
+    #: named `nvidia-smi topo -m` texts that nodes of one class share via node.topology.topo_matrix
+    topo_matrices: dict[str, str] = Field(default_factory=dict)
 
 
 class PlacementRequest(Strict):
@@ -313,11 +527,55 @@ class PlacementRequest(Strict):
                 known = ", ".join(sorted(pools)) or "none declared"
                 errors.add(("cluster", "nodes", i, "pool"), f"unknown pool '{n.pool}' (known: {known})", n.pool)
         _check_running(errors, self.cluster)
-        if self.teams:
-            errors.add(("teams",), "not supported yet: team weights and quotas arrive with the teams module; "
-                       "leave 'teams' empty (a job's 'team' label is accepted)", None)
+        _check_devices(errors, self.cluster)
+        _check_cost(errors, self)
+        _check_teams(errors, self)
+        _check_topology(errors, self)
         errors.raise_if_any()
         return self
+
+    def planning_time(self) -> datetime:
+        """`policy.now`, else the latest time the request mentions (else the epoch): one answer everywhere.
+
+        A default read from the wall clock would make the same request plan differently tomorrow;
+        the latest mentioned time never lets a job look older than the request shows it.
+        """
+        return self.policy.now if self.policy.now is not None else self.latest_mentioned_time
+
+    @cached_property
+    def latest_mentioned_time(self) -> datetime:
+        """Cached: modules ask for the planning time once per job, and the request is frozen."""
+        times = [j.submitted_at for j in self.jobs] + [t.usage_at for t in self.teams]
+        times += [t for r in self.cluster.running for t in (r.started_at, r.checkpointed_at)]
+        return max((t for t in times if t is not None), default=datetime(1970, 1, 1, tzinfo=timezone.utc))
+
+
+def _check_teams(errors: ErrorList, request: PlacementRequest) -> None:
+    """With teams declared, every job (running or pending) names one; flavors name real pools."""
+    teams = {t.name for t in request.teams}
+    pools = {p.name for p in request.cluster.pools}
+    if teams:
+        declared = ", ".join(sorted(teams))
+        named = [(("cluster", "running", i, "team"), r.team) for i, r in enumerate(request.cluster.running)]
+        named += [(("jobs", i, "team"), j.team) for i, j in enumerate(request.jobs)]
+        for loc, team in named:
+            if team is None:
+                errors.add(loc, f"required: teams are declared, so every job names one (declared: {declared})",
+                           None, "missing")
+            elif team not in teams:
+                errors.add(loc, f"unknown team '{team}' (declared: {declared})", team)
+    for i, team in enumerate(request.teams):
+        if team.usage_half_life_h is not None and team.usage_at is None:
+            errors.add(("teams", i, "usage_half_life_h"), "decaying usage needs usage_at (when usage_gpu_h was "
+                       "measured); leave it unset if usage_gpu_h is already decayed", team.usage_half_life_h)
+        if team.usage_at is not None and request.policy.now is not None and team.usage_at > request.policy.now:
+            errors.add(("teams", i, "usage_at"), f"after policy.now ({request.policy.now.isoformat()})",
+                       team.usage_at.isoformat())
+        for k, flavor in enumerate(team.quota.flavors if team.quota else []):
+            if flavor.pool is not None and flavor.pool not in pools:
+                known = ", ".join(sorted(pools)) or "none declared"
+                errors.add(("teams", i, "quota", "flavors", k, "pool"), f"unknown pool '{flavor.pool}' "
+                           f"(known: {known})", flavor.pool)
 
 
 def _unique(errors: ErrorList, base: tuple[str, ...], names: list[str], what: str) -> None:
@@ -345,6 +603,12 @@ def _check_running(errors: ErrorList, cluster: Cluster) -> None:
                 if not 0 <= g < node.gpus:
                     errors.add((*loc, "gpus", gi), f"GPU index {g} out of range for node '{node.name}' "
                                f"with {node.gpus} GPUs", g)
+                elif pod.gpu_share is not None:
+                    continue  # shared GPUs: _check_devices sums the shares
+                elif g in node.mig or g in node.sharing:
+                    kind = "MIG-partitioned" if g in node.mig else "shared (sharing)"
+                    errors.add((*loc, "gpus", gi), f"GPU {g} of node '{node.name}' is {kind}; a pod holding "
+                               "whole GPUs cannot be on it", g)
                 elif (node.name, g) in owner:
                     errors.add((*loc, "gpus", gi), f"GPU {g} of node '{node.name}' is already held by "
                                f"'{owner[node.name, g]}'", g)
@@ -359,3 +623,114 @@ def _check_running(errors: ErrorList, cluster: Cluster) -> None:
         if used_mem.get(node.name, 0.0) > node.memory_gib + 1e-6:
             errors.add(("cluster", "nodes", ni, "memory_gib"), f"running pods use {used_mem[node.name]:g} GiB, "
                        f"more than the node's {node.memory_gib:g}", node.memory_gib)
+
+
+def _check_devices(errors: ErrorList, cluster: Cluster) -> None:
+    """Running pods on MIG instances name an instance of their node's layout, one pod each; pods on a
+    shared GPU name a GPU listed in `sharing` and stay within its replicas and one whole GPU.
+
+    Profile and start legality need the GPU catalog: problem.build checks them (placement/devices.py).
+    """
+    nodes = {n.name: n for n in cluster.nodes}
+    taken: dict[tuple[str, int, int], str] = {}
+    shares: dict[tuple[str, int], list[float]] = {}
+    for ji, job in enumerate(cluster.running):
+        for pi, pod in enumerate(job.pods):
+            loc = ("cluster", "running", ji, "pods", pi)
+            node = nodes.get(pod.node)
+            if node is None:
+                continue
+            if pod.mig is not None:
+                slot = pod.mig
+                layout = node.mig.get(slot.gpu)
+                if layout is None:
+                    errors.add((*loc, "mig", "gpu"), f"GPU {slot.gpu} of node '{node.name}' is not MIG-partitioned "
+                               "(not in the node's 'mig')", slot.gpu)
+                elif not any(i.start == slot.start and i.profile.lower() == slot.profile.lower() for i in layout):
+                    errors.add((*loc, "mig"), f"node '{node.name}' GPU {slot.gpu} has no {slot.profile} instance at "
+                               f"start {slot.start}", slot.model_dump())
+                elif (node.name, slot.gpu, slot.start) in taken:
+                    errors.add((*loc, "mig"), f"instance {slot.profile}@{slot.start} of node '{node.name}' GPU "
+                               f"{slot.gpu} is already held by '{taken[node.name, slot.gpu, slot.start]}'", None)
+                else:
+                    taken[node.name, slot.gpu, slot.start] = job.job
+            if pod.gpu_share is not None and pod.gpus and 0 <= pod.gpus[0] < node.gpus:
+                g = pod.gpus[0]
+                if g not in node.sharing:
+                    errors.add((*loc, "gpus", 0), f"GPU {g} of node '{node.name}' is not shared (not in the "
+                               "node's 'sharing'); a pod with gpu_share needs a shared GPU", g)
+                else:
+                    shares.setdefault((node.name, g), []).append(pod.gpu_share)
+    for ni, node in enumerate(cluster.nodes):
+        for g, spec in node.sharing.items():
+            held = shares.get((node.name, g), [])
+            if len(held) > spec.replicas:
+                errors.add(("cluster", "nodes", ni, "sharing", g, "replicas"), f"{len(held)} running pods share "
+                           f"GPU {g}, more than its {spec.replicas} replicas", spec.replicas)
+            if sum(held) > 1 + 1e-6:
+                errors.add(("cluster", "nodes", ni, "sharing", g), f"running pods' gpu_share on GPU {g} sums to "
+                           f"{sum(held):g}, more than one GPU", None)
+
+
+def _check_cost(errors: ErrorList, request: PlacementRequest) -> None:
+    """Reserve names real pools with non-negative GPU counts; added nodes' names are free."""
+    pools = {p.name for p in request.cluster.pools}
+    for pool, gpus in request.policy.reserve.items():
+        if pool not in pools:
+            known = ", ".join(sorted(pools)) or "none declared"
+            errors.add(("policy", "reserve", pool), f"unknown pool '{pool}' (known: {known})", pool)
+        elif gpus < 0:
+            errors.add(("policy", "reserve", pool), "must be a non-negative number of GPUs", gpus)
+    taken = {n.name for n in request.cluster.nodes}
+    for i, pool in enumerate(request.cluster.pools):
+        if pool.provisionable is None:
+            continue
+        clash = sorted(taken.intersection(pool.provisionable.node_names(pool.name)))
+        if clash:
+            errors.add(("cluster", "pools", i, "provisionable"), f"names of added nodes clash with existing "
+                       f"nodes: {', '.join(clash[:3])}", None)
+
+
+#: The level every request has implicitly below its named ones: one node.
+NODE_LEVEL = "node"
+_TOPOLOGY_FIELDS = ("nvlink_domain", "rack", "block")
+
+
+def _check_topology(errors: ErrorList, request: PlacementRequest) -> None:
+    """Levels are distinct names; jobs name known levels; slices cut GPU tasks into whole groups;
+    node topo_matrix references exist (the matrix text itself is parsed by placement.topology)."""
+    levels = request.cluster.topology_levels
+    for i, level in enumerate(levels):
+        if level in (NODE_LEVEL, "cluster") or not level.strip():
+            errors.add(("cluster", "topology_levels", i), f"'{level}' is reserved or empty; name a domain "
+                       f"level such as {', '.join(_TOPOLOGY_FIELDS)} or a node label key", level)
+        elif level in levels[:i]:
+            errors.add(("cluster", "topology_levels", i), f"level '{level}' is listed twice", level)
+    known = [NODE_LEVEL, *levels]
+    for ji, job in enumerate(request.jobs):
+        spec = job.topology
+        if spec is None:
+            continue
+        loc = ("jobs", ji, "topology")
+        named = [(("required",), spec.required), (("preferred",), spec.preferred)]
+        if spec.slice is not None:
+            named.append((("slice", "required"), spec.slice.required))
+        for sub, level in named:
+            if level is not None and level not in known:
+                errors.add((*loc, *sub), f"unknown topology level '{level}' (levels: {', '.join(known)})", level)
+        if spec.slice is None:
+            continue
+        gpu_tasks = [t for t in job.tasks if t.gpus > 0]
+        if not gpu_tasks:
+            errors.add((*loc, "slice"), "a slice groups the pods of GPU tasks; this job has none", None)
+        for t in gpu_tasks:
+            if t.replicas % spec.slice.size:
+                errors.add((*loc, "slice", "size"), f"task '{t.name}' has {t.replicas} replicas, not a multiple "
+                           f"of the slice size {spec.slice.size}", spec.slice.size)
+    matrices = request.cluster.topo_matrices
+    for ni, node in enumerate(request.cluster.nodes):
+        ref = node.topology.topo_matrix
+        if ref is not None and "\n" not in ref and ref not in matrices:
+            names = ", ".join(sorted(matrices)) or "none declared"
+            errors.add(("cluster", "nodes", ni, "topology", "topo_matrix"), f"'{ref}' is neither "
+                       f"`nvidia-smi topo -m` text nor a cluster.topo_matrices name (known: {names})", ref)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from models import PlacementRequest, Plan, PlanStatus, SolverStats
-from placement import candidates, solve
+from placement import candidates, lns, pricing, solve
 from placement import compile as compiler
 from placement import problem as problem_mod
 from placement.baseline import greedy
@@ -46,7 +46,7 @@ def plan(request: PlacementRequest | dict[str, Any], *, log: Callable[[str], Non
     policy = req.policy
     start = time.perf_counter()
     problem = problem_mod.build(req)
-    baseline = greedy(problem)
+    baseline = greedy(problem, pricing.held_back(req, problem.nodes, problem.free))  # reserve honoured
     first_plan_s = time.perf_counter() - start
 
     ctx = compiler.build(problem, candidates.select(problem, baseline))
@@ -55,8 +55,16 @@ def plan(request: PlacementRequest | dict[str, Any], *, log: Callable[[str], Non
     baseline_score = sum(ctx.objective.values(lambda v: baseline_values[v.index]).values())
     build_s = time.perf_counter() - start
 
-    result = solve.run(ctx, policy, policy.time_limit_s - build_s, log=log, stop=stop)
     chosen, winner = baseline, "baseline"
+    if len(ctx.model.proto.variables) > lns.LNS_ABOVE:  # too big for one model in a cycle: windows
+        searched = lns.improve(ctx, baseline, policy, policy.time_limit_s - build_s,
+                               lambda values: _placement_from(ctx, values), stop=stop, log=log)
+        result = solve.SolveResult("LNS", None, searched.score, None, searched.wall_s,
+                                   "deterministic" if policy.deterministic else "wall-clock")
+        if searched.improved:
+            chosen, winner = searched.placement, "solver"
+    else:
+        result = solve.run(ctx, policy, policy.time_limit_s - build_s, log=log, stop=stop)
     if result.values is not None:
         solved = _placement_from(ctx, result.values)
         solved_values = ctx.assignment_of(solved)
@@ -69,7 +77,7 @@ def plan(request: PlacementRequest | dict[str, Any], *, log: Callable[[str], Non
     gap = None
     if result.bound is not None:
         gap = max(0.0, result.bound - score) / max(1.0, abs(result.bound))
-    status = _STATUS.get(result.status, "no_solution_in_time")
+    status = _STATUS.get(result.status, "feasible" if result.status == "LNS" else "no_solution_in_time")
     if status == "feasible" and gap is not None and gap <= 1e-9:
         status = "optimal"
     stats = SolverStats(
@@ -91,4 +99,6 @@ def _placement_from(ctx: compiler.ModelContext, values: dict[int, int]) -> Place
     for t, cand in enumerate(ctx.candidates):
         for var, n in zip(ctx.x[t], cand.tolist(), strict=True):
             placement.add(t, n, values.get(var.index, 0))
+    placement.evicted = {r for r, var in ctx.evicted.items() if values.get(var.index, 0)}
+    ctx.read_extras(values, placement)  # MIG layouts, shared-GPU picks
     return placement

@@ -12,8 +12,10 @@ from datetime import datetime, timezone
 
 import numpy as np
 
+from placement import devices, topology
 from placement.problem import Problem
 from placement.solution import Placement
+from placement.teams import QuotaLedger
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -21,48 +23,82 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 def job_order(problem: Problem) -> list[int]:
     """Higher priority first, then bigger gangs (hardest to fit later), then older, then by name."""
 
-    def key(j: int) -> tuple[int, int, float, str]:
+    peak = problem.request.policy.peak
+
+    def key(j: int) -> tuple[int, int, int, float, str]:
         job = problem.jobs[j]
         submitted = job.submitted_at or _EPOCH
         if submitted.tzinfo is None:
             submitted = submitted.replace(tzinfo=timezone.utc)
-        return (-job.priority, -problem.job_gpus(j), submitted.timestamp(), job.name)
+        # Deferrable jobs wait behind their priority level during peak and go first off-peak (issue 6).
+        deferral = (1 if peak else -1) if job.deferrable else 0
+        return (-job.priority, deferral, -problem.job_gpus(j), submitted.timestamp(), job.name)
 
     return sorted(range(len(problem.jobs)), key=key)
 
 
-def greedy(problem: Problem, free: np.ndarray | None = None) -> Placement:
-    """Place whole gangs one at a time on the tightest nodes that fit; roll back a gang that does not."""
+def greedy(problem: Problem, free: np.ndarray | None = None, order: list[int] | None = None) -> Placement:
+    """Place whole gangs one at a time on the tightest nodes that fit; roll back a gang that does not.
+
+    Never preempts, and never breaks a team quota (placement/teams.py): a gang over its team's
+    quota is rolled back like one that does not fit. `order` overrides `job_order` (benchmarks).
+    """
     free = (problem.free if free is None else free).copy()
     plan = Placement()
-    for j in job_order(problem):
+    ledger = QuotaLedger(problem.teams) if problem.teams is not None and problem.teams.scopes else None
+    ledger_devices = devices.GreedyDevices(problem) if devices.needed(problem) else None  # MIG and shared GPUs
+    for j in job_order(problem) if order is None else order:
         trial = free.copy()
+        trial_devices = ledger_devices.trial() if ledger_devices is not None else None
+        place = trial_devices.placer(_place_task) if trial_devices is not None else _place_task
         counts: dict[tuple[int, int], int] = {}
         job = problem.jobs[j]
         all_required = job.needed == job.pods
         placed = 0
-        for t in sorted(problem.job_tasks[j], key=lambda t: -int(problem.tasks[t].demand[0])):
-            got = _place_task(problem, t, trial, counts)
+        tasks = sorted(problem.job_tasks[j], key=lambda t: -int(problem.tasks[t].demand[0]))
+        if job.topology is not None:  # whole domains first, Kueue's BestFit (placement/topology.py)
+            placed, tasks = topology.place_job(problem, j, trial, counts, place), []
+        for t in tasks:
+            got = place(problem, t, trial, counts)
             placed += got
             if all_required and got < problem.tasks[t].replicas:
                 break
+        if trial_devices is not None and placed >= job.needed and not trial_devices.settle(counts):
+            continue  # would exceed policy.max_mig_changes
+        if ledger is not None and placed >= job.needed and problem.job_team[j] >= 0:
+            gpus = np.zeros(problem.n_nodes, dtype=np.int64)
+            for (t, n), k in counts.items():
+                gpus[n] += int(problem.tasks[t].demand[0]) * k
+            add = ledger.index.scope_gpus(gpus)
+            if ledger.blocker(problem.job_team[j], add) is not None:
+                continue
+            ledger.take(problem.job_team[j], add)
         if placed >= job.needed:
             free = trial
             for (t, n), k in counts.items():
                 plan.add(t, n, k)
+            if ledger_devices is not None and trial_devices is not None:
+                ledger_devices.commit(trial_devices)
+    if ledger_devices is not None:
+        ledger_devices.finish(plan)
     return plan
 
 
-def _place_task(problem: Problem, t: int, free: np.ndarray, counts: dict[tuple[int, int], int]) -> int:
-    """Best fit, pod by pod: the candidate left with the fewest free GPUs (CPU-only pods: GPU-less nodes first)."""
+def _place_task(problem: Problem, t: int, free: np.ndarray, counts: dict[tuple[int, int], int],
+                allowed: np.ndarray | None = None, limit: int | None = None) -> int:
+    """Best fit, pod by pod: the candidate left with the fewest free GPUs (CPU-only pods: GPU-less nodes first).
+
+    `allowed` (a bool per node) and `limit` (pods) confine it to one topology domain or one slice.
+    """
     task = problem.tasks[t]
-    cand = task.candidates
+    cand = task.candidates if allowed is None else task.candidates[allowed[task.candidates]]
+    want = task.replicas if limit is None else min(limit, task.replicas)
     if cand.size == 0:
         return 0
     d = task.demand
     placed = 0
     cap = np.maximum(problem.capacity[cand], 1)
-    while placed < task.replicas:
+    while placed < want:
         left = free[cand] - d
         fits = np.all(left >= 0, axis=1)
         if not fits.any():
@@ -71,12 +107,12 @@ def _place_task(problem: Problem, t: int, free: np.ndarray, counts: dict[tuple[i
         cpu_left = left[:, 1] / cap[:, 1]
         mem_left = left[:, 2] / cap[:, 2]
         primary = left[:, 0] if d[0] > 0 else free[cand, 0]
-        order = np.lexsort((cand, mem_left, cpu_left, primary, ~fits))
+        added = cand >= len(problem.request.cluster.nodes)  # nodes a pool would have to add: last resort
+        order = np.lexsort((cand, mem_left, cpu_left, primary, added, ~fits))
         i = order[0]
         n = int(cand[i])
-        k = int(min(task.replicas - placed, min((free[n][d > 0] // d[d > 0]).min(), task.replicas)))
         # Several pods on the same best node at once: identical pods, identical score.
-        k = max(1, k) if d.any() else task.replicas - placed
+        k = max(1, int(min(want - placed, (free[n][d > 0] // d[d > 0]).min()))) if d.any() else want - placed
         free[n] -= d * k
         counts[t, n] = counts.get((t, n), 0) + k
         placed += k

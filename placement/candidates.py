@@ -14,11 +14,12 @@ import math
 
 import numpy as np
 
+from placement import topology
 from placement.problem import Problem
 from placement.solution import Placement
 
 #: Total (task, node) pairs above which candidate lists are trimmed.
-MAX_PAIRS = 60_000
+MAX_PAIRS = 20_000
 #: Nodes every task keeps at least, beyond what its gang needs.
 MIN_PER_TASK = 12
 
@@ -50,4 +51,4 @@ def select(problem: Problem, baseline: Placement, max_pairs: int = MAX_PAIRS) ->
         spread = rest[np.linspace(0, rest.size - 1, num=min(rest.size, keep - best.size)).astype(int)]
         chosen = set(cand[best].tolist()) | set(cand[spread].tolist()) | used.get(t, set())
         out.append(np.array(sorted(chosen), dtype=np.int64))
-    return out
+    return topology.coherent_candidates(problem, baseline.counts, out)  # gangs with topology: whole domains

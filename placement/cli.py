@@ -123,9 +123,19 @@ def cmd_bench(args: argparse.Namespace, rest: list[str]) -> int:
         from placement.bench.openb import main as openb_main
 
         return openb_main(rest)
+    if args.target == "topology":
+        from placement.bench.topology import main as topology_main
+
+        return topology_main(rest)
     from placement.bench.instances import main as instances_main
 
     return instances_main([args.target, *rest])
+
+
+def cmd_what_if(args: argparse.Namespace) -> int:
+    from placement.whatif import run
+
+    return run(args)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -164,6 +174,10 @@ def parser() -> argparse.ArgumentParser:
                        add_help=False)
     b.add_argument("target", help="'openb', 'generated', or a folder/file of instances")
 
+    from placement.whatif import add_arguments as what_if_arguments
+
+    what_if_arguments(sub.add_parser("what-if", help="solve changed copies of a request and compare them side by side"))
+
     sv = sub.add_parser("serve", help="the HTTP service (needs the 'service' extra)")
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8000)
@@ -179,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_bench(args, rest)
     if rest:
         ap.error(f"unrecognized arguments: {' '.join(rest)}")
-    handlers = {"solve": cmd_solve, "verify": cmd_verify, "generate": cmd_generate, "serve": cmd_serve}
+    handlers = {"solve": cmd_solve, "verify": cmd_verify, "generate": cmd_generate, "serve": cmd_serve,
+                "what-if": cmd_what_if}
     return handlers[args.command](args)
 
 

@@ -1,40 +1,66 @@
 """Turn a placement (pods per task per node) into the wire-format Plan.
 
 Pod indices and GPU indices are chosen here, after the solve, by an exact and cheap step:
-pods of a task are numbered node by node (consecutive ranks share a node), and each pod takes
-the lowest free GPU indices of its node. (The topology module refines the GPU choice.)
+pods of a task are numbered node by node along the topology hierarchy (consecutive ranks share
+a node, then an NVLink domain, a rack, a block; slices of K pods stay whole), and each pod takes
+the best-connected free GPUs of its node's in-node graph (placement.topology.pick_gpus; the
+lowest free indices when the node's graph is not described).
 """
 
 from __future__ import annotations
 
-from models import Assignment, Objective, Pending, Plan, PlanStatus, SolverStats
-from placement.explain import pending_reason
+from models import Assignment, Objective, Pending, Plan, PlanStatus, Preemption, SolverStats
+from placement import devices, pricing, provision, topology
+from placement.compile import cost
+from placement.compile import topology as topology_terms
+from placement.explain import pending_reason, preemption_reason, quota_after
 from placement.problem import Problem
 from placement.solution import Placement
+from placement.teams import team_reports
 
 
 def assignments(problem: Problem, placement: Placement) -> list[Assignment]:
-    free_ids = [list(ids) for ids in problem.free_gpu_ids]
+    free_ids = devices.whole_gpu_ids(problem, placement)  # after the plan's MIG changes
+    for r in sorted(placement.evicted):  # a preempted job's GPUs are free for this plan's pods
+        for n, ids in zip(problem.running[r].nodes.tolist(), problem.running[r].gpu_ids, strict=True):
+            free_ids[n] = sorted(free_ids[n] + list(ids))
+    chosen = topology.gpu_choice(problem, placement.counts, free_ids)
+    order = topology.of_problem(problem).ordered
     out: list[Assignment] = []
     for j, job in enumerate(problem.jobs):
         for t in problem.job_tasks[j]:
             task = problem.tasks[t]
             pod = 0
-            for n in sorted(n for (tt, n), k in placement.counts.items() if tt == t and k):
-                for _ in range(placement.counts[t, n]):
-                    gpus, free_ids[n] = free_ids[n][: task.spec.gpus], free_ids[n][task.spec.gpus:]
+            for n in order(n for (tt, n), k in placement.counts.items() if tt == t and k):
+                for gpus in chosen[t, n]:
                     out.append(Assignment(job=job.name, task=task.name, pod=pod, node=problem.nodes[n].name,
                                           gpus=gpus))
                     pod += 1
-    return out
+    return devices.attach(problem, placement, out)  # MIG instances and shared GPUs
 
 
 def decode(problem: Problem, placement: Placement, terms: dict[str, float], status: PlanStatus,
            stats: SolverStats) -> Plan:
     placed = placement.placed_jobs(problem)
-    usage = placement.usage(problem)
-    pending = [Pending(job=job.name, reason=pending_reason(problem, j, placement, usage))
+    usage = placement.usage(problem) - placement.freed(problem)  # net of what preemptions free
+    ledger = quota_after(problem, placement)
+    used = {n for (_, n), k in placement.counts.items() if k}
+    added = set(range(provision.first_added(problem.request), problem.n_nodes))
+    pods = [(problem.jobs[problem.tasks[t].job], n, int(problem.tasks[t].demand[0]))
+            for (t, n), k in sorted(placement.counts.items()) for _ in range(k)]
+    pending = [Pending(job=job.name, reason=cost.pending_reason(problem, j, placement, usage,
+                                                              pending_reason(problem, j, placement, usage, ledger,
+                                                                             status == "optimal")))
                for j, job in enumerate(problem.jobs) if j not in placed]
+    bound = assignments(problem, placement)
+    terms = {**terms, **topology_terms.bandwidth_terms(problem, bound)}  # computed from the GPUs chosen
     rounded = {name: round(value, 6) for name, value in terms.items()}
-    return Plan(status=status, assignments=assignments(problem, placement), pending=pending,
-                objective=Objective(total=round(sum(rounded.values()), 6), terms=rounded), solver=stats)
+    preempted = [Preemption(job=problem.running[r].spec.job, reason=preemption_reason(problem, r, placement, ledger))
+                 for r in sorted(placement.evicted)]
+    teams, fairness_index = team_reports(problem, placement)
+    return Plan(status=status, assignments=bound, pending=pending,
+                preemptions=preempted, teams=teams, fairness_index=fairness_index,
+                objective=Objective(total=round(sum(rounded.values()), 6), terms=rounded), solver=stats,
+                provisioned=provision.opened(problem.request, problem.nodes, used),
+                cost=pricing.summary(problem.request, problem.nodes, pods, sorted(used & added)),
+                mig_changes=devices.mig_changes(problem, placement))

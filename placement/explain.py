@@ -7,11 +7,15 @@ work, or the capacity went to other jobs in this plan (and to which ones).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
+from placement import devices, topology
 from placement.baseline import _place_task
 from placement.problem import Problem, TaskInfo
 from placement.solution import Placement
+from placement.teams import QuotaLedger, held_after
 
 
 def _demand_text(task: TaskInfo) -> str:
@@ -36,6 +40,8 @@ def _filter_reason(problem: Problem, task: TaskInfo) -> str:
     """Name the first filter stage that left no node for the task."""
     spec = task.spec
     emptied = next((stage for stage, left in task.funnel if left == 0), "free_capacity")
+    if emptied in devices.STAGES:  # MIG instances, shared GPUs
+        return devices.filter_reason(problem, task, emptied)
     if emptied == "nodes":
         return "the cluster has no nodes"
     if emptied == "node_selector":
@@ -55,24 +61,58 @@ def _filter_reason(problem: Problem, task: TaskInfo) -> str:
             f"beside running work; the most free GPUs on one node is {most}")
 
 
-def _fits(problem: Problem, j: int, free: np.ndarray) -> bool:
+def _fits(problem: Problem, j: int, free: np.ndarray, placement: Placement | None = None) -> bool:
+    if devices.needed(problem):  # which GPU, which instance, which layout changes: the device ledger knows
+        return devices.job_fits(problem, j, free, placement, _place_task)
     trial = free.copy()
     counts: dict[tuple[int, int], int] = {}
     placed = sum(_place_task(problem, t, trial, counts) for t in problem.job_tasks[j])
     return placed >= problem.jobs[j].needed
 
 
-def pending_reason(problem: Problem, j: int, placement: Placement, usage: np.ndarray) -> str:
+def _too_big(problem: Problem, j: int) -> bool:
+    """A proof, not a heuristic, that job j cannot fit in the free cluster: some task's pods exceed
+    what its candidate nodes can hold one by one, or the gang's GPUs exceed all free GPUs it may use."""
+    tasks = problem.job_tasks[j]
+    if problem.jobs[j].needed < problem.jobs[j].pods:
+        return False  # elastic: which pods are needed is open, so only the heuristic speaks
+    if any(int(problem.tasks[t].max_per_node.sum()) < problem.tasks[t].replicas for t in tasks):
+        return True
+    nodes = sorted(set().union(*(problem.tasks[t].candidates.tolist() for t in tasks)))
+    return problem.job_gpus(j) > int(problem.free[nodes, 0].sum()) if nodes else True
+
+
+def pending_reason(problem: Problem, j: int, placement: Placement, usage: np.ndarray,
+                   ledger: QuotaLedger | None = None, optimal: bool = False) -> str:
+    """`usage`: what the plan takes net of what its preemptions free; `ledger`: quotas after the plan;
+    `optimal`: the plan is proved optimal, so a job that would fit was left out by the objective."""
+    ledger = ledger if ledger is not None else quota_after(problem, placement)
     for t in problem.job_tasks[j]:
         task = problem.tasks[t]
         if task.candidates.size == 0:
-            return _filter_reason(problem, task)
+            emptied = next((stage for stage, left in task.funnel if left == 0), "free_capacity")
+            if emptied != "free_capacity":
+                return _filter_reason(problem, task)
+            return ((quota_reason(problem, j, ledger) or _filter_reason(problem, task))
+                    + preemption_hint(problem, j, placement, usage))
+    blocked = quota_reason(problem, j, ledger)
+    if blocked:
+        return blocked
     gang = gang_text(problem, j)
-    if not _fits(problem, j, problem.free):
+    domain = topology.pending_reason(problem, j, problem.free - usage, gang, _place_task)
+    if domain:  # a required level or slice no domain can hold (placement/topology.py)
+        return domain
+    if not _fits(problem, j, problem.free) and _too_big(problem, j):
         return (f"does not fit even if no other job were placed: gang of {gang} "
-                "(free capacity too fragmented or too small)")
+                "(free capacity too fragmented or too small)" + preemption_hint(problem, j, placement, usage))
     left = problem.free - usage
-    if _fits(problem, j, left):
+    if _fits(problem, j, left, placement):
+        blocked = quota_reason(problem, j, ledger, _where(problem, j, left))
+        if blocked:
+            return blocked
+        if optimal:
+            return (f"left pending by the objective: the plan scores higher without it (placing it would cost "
+                    f"more in other terms, such as breaking a whole node, than its value): gang of {gang}")
         return (f"fits in the capacity this plan leaves free, but the solver did not reach a plan placing it "
                 f"within its time limit: gang of {gang}")
     nodes = set().union(*(problem.tasks[t].candidates.tolist() for t in problem.job_tasks[j]))
@@ -84,5 +124,165 @@ def pending_reason(problem: Problem, j: int, placement: Placement, usage: np.nda
     top = sorted(rivals, key=lambda r: (-problem.jobs[r].priority, -rivals[r], problem.jobs[r].name))[:3]
     who = ", ".join(f"{problem.jobs[r].name} (priority {problem.jobs[r].priority}, {rivals[r]} GPUs)" for r in top)
     free_gpus = int(left[sorted(nodes), 0].sum()) if nodes else 0
-    return (f"capacity went to higher-value jobs: gang of {gang} does not fit in the {free_gpus} GPUs left on "
-            f"matching nodes" + (f"; placed there instead: {who}" if who else ""))
+    return (_outranked(problem, j, top) + f"capacity went to higher-value jobs: gang of {gang} does not fit in the "
+            f"{free_gpus} GPUs left on matching nodes" + (f"; placed there instead: {who}" if who else "")
+            + preemption_hint(problem, j, placement, usage))
+
+
+# --------------------------------------------------------------------------------------------
+# Teams (issue 5): quota reasons, who outranked a job, preemption reasons and one-change hints
+
+#: Above this many (pending jobs × nodes) the "fits if ... were preempted" hint is skipped (it
+#: re-runs the greedy fit a few times per pending job).
+HINT_BUDGET = 400_000
+#: Running jobs tried, lowest priority first, when looking for a set whose preemption would make room.
+HINT_VICTIMS = 8
+
+
+def quota_after(problem: Problem, placement: Placement) -> QuotaLedger | None:
+    """Each team's GPUs per quota scope once the plan is applied (None without quota scopes)."""
+    if problem.teams is None or not problem.teams.scopes:
+        return None
+    ledger = QuotaLedger(problem.teams)
+    for s, scope in enumerate(problem.teams.scopes):
+        ledger.alloc[s] = held_after(problem, placement, scope.mask)
+    return ledger
+
+
+def _where(problem: Problem, j: int, free: np.ndarray) -> np.ndarray:
+    """GPUs per node the greedy fit would give job j in `free`."""
+    trial = free.copy()
+    counts: dict[tuple[int, int], int] = {}
+    for t in problem.job_tasks[j]:
+        _place_task(problem, t, trial, counts)
+    gpus = np.zeros(problem.n_nodes, dtype=np.int64)
+    for (t, n), k in counts.items():
+        gpus[n] += int(problem.tasks[t].demand[0]) * k
+    return gpus
+
+
+def quota_reason(problem: Problem, j: int, ledger: QuotaLedger | None, gpus: np.ndarray | None = None) -> str | None:
+    """"quota: research at 96/96 GPUs ..." when adding job j breaks its team's quota.
+
+    Without `gpus` (where the job would go) only the cluster-wide scope can be judged.
+    """
+    team = problem.job_team[j] if problem.job_team else -1
+    if ledger is None or team < 0 or problem.job_gpus(j) == 0:
+        return None
+    index = ledger.index
+    if gpus is None:
+        add = np.array([problem.job_gpus(j) if s.mask.all() else 0 for s in index.scopes], dtype=np.int64)
+    else:
+        add = index.scope_gpus(gpus)
+    return ledger.blocker(team, add)
+
+
+def _outranked(problem: Problem, j: int, rivals: list[int]) -> str:
+    """"outranked by jobs A, B (priority 100): " for the rivals of higher priority, else ""."""
+    mine = problem.jobs[j].priority
+    higher = [r for r in rivals if problem.jobs[r].priority > mine]
+    if not higher:
+        return ""
+    levels = {problem.jobs[r].priority for r in higher}
+    if len(levels) == 1:
+        return f"outranked by jobs {', '.join(problem.jobs[r].name for r in higher)} (priority {levels.pop()}): "
+    return "outranked by jobs " + ", ".join(f"{problem.jobs[r].name} (priority {problem.jobs[r].priority})"
+                                            for r in higher) + ": "
+
+
+def preemption_reason(problem: Problem, r: int, placement: Placement, ledger: QuotaLedger | None) -> str:
+    """Why running job r is preempted: the job placed in its stead outranks it, or its team is reclaimed from."""
+    victim = problem.running[r]
+    nodes = set(victim.nodes.tolist())
+    stead: dict[int, set[int]] = {}
+    for (t, n), k in placement.counts.items():
+        if k and n in nodes:
+            stead.setdefault(problem.tasks[t].job, set()).add(n)
+    higher = sorted((j for j in stead if problem.jobs[j].priority > victim.priority),
+                    key=lambda j: (-problem.jobs[j].priority, problem.jobs[j].name))
+    if higher:
+        top = problem.jobs[higher[0]]
+        return f"priority {victim.priority} < {top.priority} ({top.name})"
+    index = problem.teams
+    if index is not None and ledger is not None and victim.team >= 0:
+        for s, scope in enumerate(index.scopes):
+            if scope.before[victim.team] <= scope.nominal[victim.team]:
+                continue
+            for j in sorted(stead, key=lambda j: problem.jobs[j].name):
+                team = problem.job_team[j]
+                if team < 0 or team == victim.team or not any(scope.mask[n] for n in stead[j]):
+                    continue
+                if ledger.alloc[s, team] <= scope.nominal[team]:
+                    return (f"team {index.names[victim.team]} borrowing above nominal "
+                            f"({scope.before[victim.team]}/{scope.nominal[victim.team]} GPUs{scope.label}) while "
+                            f"{index.names[team]} below ({ledger.alloc[s, team]}/{scope.nominal[team]} after this "
+                            f"plan): reclaimed for {problem.jobs[j].name}")
+    return "preempted to make room (no single job placed in its stead explains it)"
+
+
+def _why_kept(problem: Problem, j: int, r: int) -> str:
+    victim = problem.running[r]
+    policy = problem.request.policy
+    name = victim.spec.job
+    if not policy.preemption:
+        return "preemption is off: policy.preemption"
+    if not victim.spec.preemptible:
+        return f"{name} is not preemptible"
+    if not victim.evictable:
+        return f"{name} has not run policy.min_runtime_s ({policy.min_runtime_s:g} s) yet"
+    if not problem.may_evict(j, r):
+        return f"{name} has priority {victim.priority} ≥ {problem.jobs[j].priority} and its team is not borrowing"
+    return f"preempting {name} costs more than placing this job gains"
+
+
+def preemption_hint(problem: Problem, j: int, placement: Placement, usage: np.ndarray) -> str:
+    """"; fits if 8 GPUs of team vision were preempted (old-train is not preemptible)", or "" (none or too costly)."""
+    if not problem.running or len(problem.jobs) * problem.n_nodes > HINT_BUDGET:
+        return ""
+    tasks = problem.job_tasks[j]
+    if any(problem.tasks[t].eligible is None or problem.tasks[t].eligible.size == 0 for t in tasks):
+        return ""
+    view = _eligible_view(problem, tasks)
+    nodes = np.zeros(problem.n_nodes, dtype=bool)
+    for t in tasks:
+        nodes[problem.tasks[t].eligible] = True
+    found = [r.index for r in problem.running if r.index not in placement.evicted and nodes[r.nodes].any()]
+    found.sort(key=lambda r: (problem.running[r].priority, problem.running[r].gpus, problem.running[r].spec.job))
+    room = problem.free - usage
+    chosen: list[int] = []
+    for r in found[:HINT_VICTIMS]:
+        chosen.append(r)
+        room = room.copy()
+        room[problem.running[r].nodes] += problem.running[r].use
+        if _fits(view, j, room):
+            break
+    else:
+        return ""
+    for r in list(reversed(chosen))[1:]:  # keep only victims the fit needs
+        trial = room.copy()
+        trial[problem.running[r].nodes] -= problem.running[r].use
+        if _fits(view, j, trial):
+            chosen.remove(r)
+            room = trial
+    why = "; ".join(_why_kept(problem, j, r) for r in chosen)
+    return f"; fits if {_victims_text(problem, chosen)} were preempted ({why})"
+
+
+def _eligible_view(problem: Problem, tasks: tuple[int, ...]) -> Problem:
+    """The problem with job j's tasks allowed on every node that passes their filters (free or not)."""
+    swapped = list(problem.tasks)
+    for t in tasks:
+        swapped[t] = replace(problem.tasks[t], candidates=problem.tasks[t].eligible)
+    return replace(problem, tasks=tuple(swapped))
+
+
+def _victims_text(problem: Problem, chosen: list[int]) -> str:
+    if problem.teams is None:
+        return " and ".join(f"job {problem.running[r].spec.job} ({problem.running[r].gpus} GPUs)" for r in chosen)
+    per_team: dict[str, int] = {}
+    for r in chosen:
+        team = problem.running[r].team
+        name = problem.teams.names[team] if team >= 0 else "(none)"
+        per_team[name] = per_team.get(name, 0) + problem.running[r].gpus
+    parts = [f"{gpus} GPUs of team {team}" for team, gpus in per_team.items()]
+    return " and ".join(parts)

@@ -8,12 +8,14 @@ exists: presolve should never have to discover that a taint blocks a node.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from models import ErrorList, Job, Node, PlacementRequest, Task
-from placement import catalog
+from models import ErrorList, Job, Node, PlacementRequest, RunningJob, Task
+from placement import catalog, devices, pricing, provision, topology
+from placement.devices import DeviceView
+from placement.teams import TeamIndex, build_index
 
 #: Resource dimensions in integer units: GPUs, milli-CPU, MiB of RAM.
 DIMS = ("gpus", "cpu", "memory")
@@ -53,6 +55,8 @@ class TaskInfo:
     max_per_node: np.ndarray  # aligned with candidates: pods that fit on the free node alone
     #: why nodes were filtered: stage name -> nodes left after that stage (for pending reasons)
     funnel: tuple[tuple[str, int], ...]
+    #: nodes that pass every filter and could take a pod if emptied (for "fits if ... were preempted")
+    eligible: np.ndarray | None = None
 
     @property
     def replicas(self) -> int:
@@ -61,6 +65,34 @@ class TaskInfo:
     @property
     def name(self) -> str:
         return self.spec.name
+
+
+@dataclass(frozen=True)
+class RunningInfo:
+    """One running job, indexed for the teams modules: what it holds where, and whether it may go.
+
+    `evictable` says only that the job may be preempted at all (policy.preemption, `preemptible`,
+    past policy.min_runtime_s); whether a plan may preempt it also depends on what takes its place
+    (compile/preemption.py).
+    """
+
+    index: int
+    spec: RunningJob
+    nodes: np.ndarray  # node indices it has pods on, ascending
+    use: np.ndarray  # (len(nodes), 3) int64: healthy GPUs, milli-CPU, MiB it holds on each
+    gpu_ids: tuple[tuple[int, ...], ...]  # healthy GPU indices it holds on each of `nodes`
+    team: int  # index into Problem.teams, -1 when no teams are declared
+    evictable: bool
+    lost_gpu_h: float  # GPU-hours a preemption now would lose (since the last checkpoint, else start)
+    over_nominal: bool  # its team holds more than its nominal in a quota scope where this job has GPUs
+
+    @property
+    def priority(self) -> int:
+        return self.spec.priority
+
+    @property
+    def gpus(self) -> int:
+        return int(self.use[:, 0].sum())
 
 
 @dataclass(frozen=True)
@@ -76,6 +108,21 @@ class Problem:
     tasks: tuple[TaskInfo, ...]
     job_tasks: tuple[tuple[int, ...], ...]
     extras: dict[str, object] = field(default_factory=dict)
+    # --- teams (issue 5) ---
+    running: tuple[RunningInfo, ...] = ()
+    teams: TeamIndex | None = None
+    job_team: tuple[int, ...] = ()  # team index per pending job, -1 when no teams are declared
+    #: MIG-partitioned and shared GPUs, per node (placement/devices.py)
+    devices: DeviceView | None = None
+
+    def may_evict(self, j: int, r: int) -> bool:
+        """Could placing pending job j justify preempting running job r? (higher priority, or reclaim)"""
+        info = self.running[r]
+        if not info.evictable:
+            return False
+        if self.jobs[j].priority > info.priority:
+            return True
+        return info.over_nominal and self.job_team[j] != info.team
 
     @property
     def n_nodes(self) -> int:
@@ -91,7 +138,8 @@ class Problem:
 
 def build(request: PlacementRequest) -> Problem:
     """Index the request; unknown GPU models are reported with the list of known ones."""
-    nodes = tuple(request.cluster.nodes)
+    # Nodes pools may add (provisioning) follow the real ones: index >= len(request.cluster.nodes).
+    nodes = tuple(request.cluster.nodes) + provision.added_nodes(request)
     node_index = {n.name: i for i, n in enumerate(nodes)}
     errors = ErrorList("PlacementRequest")
     models: list[str | None] = []
@@ -102,7 +150,7 @@ def build(request: PlacementRequest) -> Problem:
             continue
         found = catalog.lookup(n.gpu_model)
         if found is None:
-            errors.add(("cluster", "nodes", i, "gpu_model"),
+            errors.add(provision.field_path(request, i, "gpu_model"),
                        f"unknown GPU model '{n.gpu_model}' (known: {', '.join(catalog.known_models())})",
                        n.gpu_model)
             models.append(None)
@@ -120,46 +168,125 @@ def build(request: PlacementRequest) -> Problem:
     for job in request.cluster.running:
         for pod in job.pods:
             i = node_index[pod.node]
-            healthy_taken = [g for g in pod.gpus if g not in nodes[i].unhealthy_gpus]
+            healthy_taken = [g for g in pod.gpus if g not in nodes[i].unhealthy_gpus and pod.gpu_share is None]
             used[i] += (len(healthy_taken), cpu_units(pod.cpu, True), mem_units(pod.memory_gib, True))
             held[i].update(pod.gpus)
     free = np.maximum(capacity - used, 0)
     free_ids = tuple(tuple(g for g in range(n.gpus) if g not in held[i]) for i, n in enumerate(nodes))
+    view = devices.build(request, nodes, tuple(models))
+    free[:, 0] = view.whole_free  # partitioned and shared GPUs are never given whole (placement/devices.py)
+    free_ids = view.plain
 
-    labels = [effective_labels(n, m) for n, m in zip(nodes, models, strict=True)]
+    filters = _NodeFilters(nodes, [effective_labels(n, m) for n, m in zip(nodes, models, strict=True)])
+    spot = pricing.node_prices(request.cluster.pools, nodes).spot
+    running, teams, job_team = _teams(request, nodes, node_index, tuple(models))
+    rooms = _Rooms(free, running, request.jobs, job_team)
     tasks: list[TaskInfo] = []
     job_tasks: list[tuple[int, ...]] = []
     for j, job in enumerate(request.jobs):
         ids = []
         for spec in job.tasks:
             ids.append(len(tasks))
-            tasks.append(_task_info(len(tasks), j, spec, nodes, labels, memory, free))
+            info = _task_info(len(tasks), j, spec, nodes, filters, memory, rooms.of(j), capacity)
+            info = devices.restrict(info, view)
+            tasks.append(info if job.spot_ok else _without(info, spot, "spot"))
         job_tasks.append(tuple(ids))
     return Problem(
         request=request, nodes=nodes, node_index=node_index, gpu_models=tuple(models), capacity=capacity,
         free=free, free_gpu_ids=free_ids, jobs=tuple(request.jobs), tasks=tuple(tasks),
-        job_tasks=tuple(job_tasks),
+        job_tasks=tuple(job_tasks), running=running, teams=teams, job_team=job_team, devices=view,
+        # domains per level and in-node GPU graphs; bad topology input is rejected here, with its path
+        extras={"topology": topology.cluster_topology(request, nodes)},
     )
 
 
-def _task_info(index: int, job: int, spec: Task, nodes: tuple[Node, ...], labels: list[dict[str, str]],
-               memory: np.ndarray, free: np.ndarray) -> TaskInfo:
+def _teams(request: PlacementRequest, nodes: tuple[Node, ...], node_index: dict[str, int],
+           models: tuple[str | None, ...]) -> tuple[tuple[RunningInfo, ...], TeamIndex | None, tuple[int, ...]]:
+    """Running jobs and teams, indexed (issue 5): who holds what, who may be preempted, quota scopes."""
+    team_of = {t.name: i for i, t in enumerate(request.teams)}
+    now = request.planning_time()
+    policy = request.policy
+    held: list[dict[int, list[int]]] = []
+    use: list[dict[int, np.ndarray]] = []
+    for rj in request.cluster.running:
+        ids: dict[int, list[int]] = {}
+        amount: dict[int, np.ndarray] = {}
+        for pod in rj.pods:
+            i = node_index[pod.node]
+            healthy = [g for g in pod.gpus if g not in nodes[i].unhealthy_gpus and pod.gpu_share is None]
+            ids.setdefault(i, []).extend(healthy)
+            amount[i] = amount.get(i, np.zeros(3, dtype=np.int64)) + np.array(
+                [len(healthy), cpu_units(pod.cpu, True), mem_units(pod.memory_gib, True)], dtype=np.int64)
+        held.append(ids)
+        use.append(amount)
+    running_team = [team_of.get(rj.team, -1) if rj.team else -1 for rj in request.cluster.running]
+    index = build_index(request, nodes, models, running_team,
+                        [{n: int(a[0]) for n, a in u.items()} for u in use])
+    out = []
+    for r, rj in enumerate(request.cluster.running):
+        where = sorted(use[r])
+        since = rj.checkpointed_at or rj.started_at
+        if rj.started_at is not None and since is not None and since < rj.started_at:
+            since = rj.started_at
+        ran_s = None if rj.started_at is None else (now - rj.started_at).total_seconds()
+        old_enough = policy.min_runtime_s == 0 or (ran_s is not None and ran_s >= policy.min_runtime_s)
+        gpus = sum(int(use[r][n][0]) for n in where)
+        lost = 0.0 if since is None else gpus * max(0.0, (now - since).total_seconds()) / 3600.0
+        over = index is not None and running_team[r] >= 0 and any(
+            s.before[running_team[r]] > s.nominal[running_team[r]] and any(s.mask[n] for n in where)
+            for s in index.scopes)
+        out.append(RunningInfo(
+            index=r, spec=rj, nodes=np.array(where, dtype=np.int64),
+            use=np.array([use[r][n] for n in where], dtype=np.int64).reshape(len(where), 3),
+            gpu_ids=tuple(tuple(sorted(held[r][n])) for n in where), team=running_team[r],
+            evictable=policy.preemption and rj.preemptible and old_enough, lost_gpu_h=lost, over_nominal=bool(over),
+        ))
+    job_team = tuple(team_of.get(j.team, -1) if j.team else -1 for j in request.jobs)
+    return tuple(out), index, job_team
+
+
+class _Rooms:
+    """Per pending job, the room it may count on: free capacity plus what preemptions it could justify free."""
+
+    def __init__(self, free: np.ndarray, running: tuple[RunningInfo, ...], jobs: list[Job],
+                 job_team: tuple[int, ...]) -> None:
+        self.free = free
+        self.evictable = [r for r in running if r.evictable]
+        self.jobs = jobs
+        self.job_team = job_team
+        self.cache: dict[tuple[int, int], np.ndarray] = {}
+
+    def of(self, j: int) -> np.ndarray:
+        if not self.evictable:
+            return self.free
+        key = (self.jobs[j].priority, self.job_team[j])
+        if key not in self.cache:
+            room = self.free.copy()
+            for r in self.evictable:
+                if key[0] > r.priority or (r.over_nominal and key[1] != r.team):
+                    room[r.nodes] += r.use
+            self.cache[key] = room
+        return self.cache[key]
+
+
+def _task_info(index: int, job: int, spec: Task, nodes: tuple[Node, ...], filters: _NodeFilters,
+               memory: np.ndarray, free: np.ndarray, capacity: np.ndarray) -> TaskInfo:
     demand = np.array([spec.gpus, cpu_units(spec.cpu, True), mem_units(spec.memory_gib, True)], dtype=np.int64)
     n = len(nodes)
     funnel: list[tuple[str, int]] = [("nodes", n)]
     ok = np.ones(n, dtype=bool)
     if spec.node_selector:
-        sel = spec.node_selector.items()
-        ok &= np.array([all(lab.get(k) == v for k, v in sel) for lab in labels], dtype=bool)
+        ok &= filters.selected(spec.node_selector)
         funnel.append(("node_selector", int(ok.sum())))
-    ok &= np.array([_tolerated(spec, node) for node in nodes], dtype=bool)
+    ok &= filters.tolerated(spec)
     funnel.append(("taints", int(ok.sum())))
     if spec.gpus > 0:
-        ok &= np.array([node.gpus > 0 for node in nodes], dtype=bool)
+        ok &= filters.has_gpus
         funnel.append(("has_gpus", int(ok.sum())))
         if spec.gpu_memory_gib is not None:
             ok &= memory >= spec.gpu_memory_gib - 1e-9
             funnel.append(("gpu_memory", int(ok.sum())))
+    eligible = np.flatnonzero(ok & np.all(capacity >= demand, axis=1))
     with np.errstate(divide="ignore"):
         per_dim = np.where(demand > 0, free // np.maximum(demand, 1), np.iinfo(np.int64).max)
     fit = np.minimum(per_dim.min(axis=1), spec.replicas)
@@ -167,7 +294,49 @@ def _task_info(index: int, job: int, spec: Task, nodes: tuple[Node, ...], labels
     funnel.append(("free_capacity", int(ok.sum())))
     cand = np.flatnonzero(ok)
     return TaskInfo(index=index, job=job, spec=spec, demand=demand, candidates=cand,
-                    max_per_node=fit[cand].astype(np.int64), funnel=tuple(funnel))
+                    max_per_node=fit[cand].astype(np.int64), funnel=tuple(funnel), eligible=eligible)
+
+
+def _without(info: TaskInfo, blocked: np.ndarray, stage: str) -> TaskInfo:
+    """Drop blocked nodes from a task's candidates (a job without spot_ok never sees a spot node)."""
+    if not blocked.any():
+        return info
+    keep = ~blocked[info.candidates]
+    left = int(keep.sum())
+    return replace(info, candidates=info.candidates[keep], max_per_node=info.max_per_node[keep],
+                   funnel=(*info.funnel, (stage, left)),
+                   eligible=None if info.eligible is None else info.eligible[~blocked[info.eligible]])
+
+
+class _NodeFilters:
+    """Selector and taint masks over all nodes, computed once per distinct label pair or toleration
+    set: a thousand tasks over a thousand nodes must not cost a million Python-level checks."""
+
+    def __init__(self, nodes: tuple[Node, ...], labels: list[dict[str, str]]) -> None:
+        self.nodes = nodes
+        self.labels = labels
+        self.has_gpus = np.array([node.gpus > 0 for node in nodes], dtype=bool)
+        self.tainted = [i for i, node in enumerate(nodes)
+                        if any(t.effect != "PreferNoSchedule" for t in node.taints)]
+        self._label: dict[tuple[str, str], np.ndarray] = {}
+        self._toleration: dict[tuple[object, ...], np.ndarray] = {}
+
+    def selected(self, selector: dict[str, str]) -> np.ndarray:
+        mask = np.ones(len(self.nodes), dtype=bool)
+        for pair in selector.items():
+            if pair not in self._label:
+                self._label[pair] = np.array([lab.get(pair[0]) == pair[1] for lab in self.labels], dtype=bool)
+            mask &= self._label[pair]
+        return mask
+
+    def tolerated(self, spec: Task) -> np.ndarray:
+        key = tuple(t.model_dump_json() for t in spec.tolerations)
+        if key not in self._toleration:
+            mask = np.ones(len(self.nodes), dtype=bool)
+            for i in self.tainted:
+                mask[i] = _tolerated(spec, self.nodes[i])
+            self._toleration[key] = mask
+        return self._toleration[key]
 
 
 def _tolerated(spec: Task, node: Node) -> bool:

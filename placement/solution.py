@@ -16,6 +16,11 @@ from placement.problem import Problem
 @dataclass
 class Placement:
     counts: dict[tuple[int, int], int] = field(default_factory=dict)  # (task, node) -> pods
+    evicted: set[int] = field(default_factory=set)  # running jobs (Problem.running indices) preempted
+    #: shared pods: (task, node) -> the shared GPU of each pod (placement/devices.py)
+    shares: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+    #: GPUs whose MIG layout the plan changes: (node, gpu) -> new layout ((profile, start), ...); None = whole
+    mig_layouts: dict[tuple[int, int], tuple[tuple[str, int], ...] | None] = field(default_factory=dict)
 
     def add(self, task: int, node: int, pods: int = 1) -> None:
         if pods:
@@ -31,6 +36,13 @@ class Placement:
                 j = problem.tasks[t].job
                 per_job[j] = per_job.get(j, 0) + k
         return set(per_job)
+
+    def freed(self, problem: Problem) -> np.ndarray:
+        """(N, 3) resources the preempted running jobs give back."""
+        out = np.zeros_like(problem.free)
+        for r in self.evicted:
+            out[problem.running[r].nodes] += problem.running[r].use
+        return out
 
     def usage(self, problem: Problem) -> np.ndarray:
         """(N, 3) resources this placement takes, on top of running pods."""

@@ -20,12 +20,19 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import networkx as nx
 import numpy as np
+
+from models import ErrorList, Node, PlacementRequest
+from placement import provision
+
+if TYPE_CHECKING:  # the problem view sits above this module; only its type is needed here
+    from placement.problem import Problem
 
 # --------------------------------------------------------------------------------------------
 # Link rates per GPU generation
@@ -537,3 +544,426 @@ def _check_level(tree: nx.DiGraph, level: str) -> None:
 def _leaves(tree: nx.DiGraph, vertex: object) -> list[str]:
     leaves = [v for v in nx.descendants(tree, vertex) if tree.nodes[v]["kind"] == "node"]
     return sorted(leaves, key=lambda v: tree.nodes[v]["order"])
+
+
+# --------------------------------------------------------------------------------------------
+# The request's topology, indexed for the solver path
+# --------------------------------------------------------------------------------------------
+
+#: The implicit level below every named one: a single node (Kueue's `kubernetes.io/hostname`).
+NODE_LEVEL = "node"
+#: Levels read from `node.topology`; any other level name reads the node label of that name.
+TOPOLOGY_FIELDS = ("nvlink_domain", "rack", "block")
+
+
+def level_label(node: Node, level: str) -> str | None:
+    """A node's label at one level: node.topology for the built-in levels (nvlink_domain falling
+    back to the GFD clique label), else the node label named like the level; None when unset."""
+    if level in TOPOLOGY_FIELDS:
+        value = getattr(node.topology, level)
+        if value is None and level == "nvlink_domain":
+            value = node.labels.get(CLIQUE_LABEL)
+    else:
+        value = node.labels.get(level)
+    return value or None
+
+
+@dataclass(frozen=True)
+class Level:
+    """The domains of one level: which domain each node is in, and each domain's nodes."""
+
+    name: str
+    of_node: np.ndarray  # (N,) domain index of every node
+    names: tuple[str, ...]  # domain names, in order of their first node
+    members: tuple[np.ndarray, ...]  # node indices of each domain, ascending
+
+    @property
+    def count(self) -> int:
+        return len(self.names)
+
+
+@dataclass(frozen=True)
+class ClusterTopology:
+    """Domains per level and in-node GPU graphs of one request's nodes, as index arrays.
+
+    `levels` are the named levels, narrowest first; `by_level` also holds NODE_LEVEL. `rank` orders
+    nodes so that every domain of every level is one contiguous run (widest level first, then
+    narrower, then node index): numbering pods along it puts consecutive ranks in one domain.
+    """
+
+    levels: tuple[str, ...]
+    by_level: dict[str, Level]
+    rank: np.ndarray  # (N,) position of each node in hierarchy order
+    graphs: tuple[nx.Graph | None, ...]  # in-node GPU graph per node; None when not described
+
+    def level(self, name: str) -> Level:
+        return self.by_level[name]
+
+    def height(self, name: str) -> int:
+        """0 for a node, 1 for the narrowest named level, …: compares how wide two levels are."""
+        return 0 if name == NODE_LEVEL else 1 + self.levels.index(name)
+
+    def ordered(self, nodes: Iterable[int]) -> list[int]:
+        return sorted(nodes, key=lambda n: (int(self.rank[n]), n))
+
+
+def cluster_topology(request: PlacementRequest, nodes: Sequence[Node] | None = None) -> ClusterTopology:
+    """Index the hierarchy and in-node graphs of `nodes` (default: the request's nodes).
+
+    Bad topology input is the caller's error, reported as a pydantic ValidationError at its
+    request path: a preset that does not fit the node, an unparsable or wrongly sized
+    `topo_matrix`, or labels that do not nest under `cluster.topology_levels`.
+    """
+    nodes = tuple(request.cluster.nodes if nodes is None else nodes)
+    levels = tuple(request.cluster.topology_levels)
+    errors = ErrorList("PlacementRequest")
+    graphs = tuple(_node_graph(request, i, node, errors) for i, node in enumerate(nodes))
+    try:
+        tree = build_hierarchy([(n.name, {lv: level_label(n, lv) for lv in levels}) for n in nodes], levels)
+    except ValueError as err:
+        errors.add(("cluster", "topology_levels"), f"{err}; reorder the levels or fix the node labels", list(levels))
+    errors.raise_if_any()
+
+    index = {n.name: i for i, n in enumerate(nodes)}
+    by_level = {NODE_LEVEL: _level(NODE_LEVEL, {n.name: [n.name] for n in nodes}, index)}
+    for level in levels:
+        by_level[level] = _level(level, domains_at(tree, level), index)
+    keys = [np.arange(len(nodes))] + [by_level[lv].of_node for lv in levels]  # lexsort: last key first
+    order = np.lexsort(keys)
+    rank = np.empty(len(nodes), dtype=np.intp)
+    rank[order] = np.arange(len(nodes))
+    return ClusterTopology(levels=levels, by_level=by_level, rank=rank, graphs=graphs)
+
+
+def _level(name: str, domains: dict[str, list[str]], index: dict[str, int]) -> Level:
+    of_node = np.zeros(len(index), dtype=np.intp)
+    members = []
+    for d, names in enumerate(domains.values()):
+        idx = np.array(sorted(index[n] for n in names), dtype=np.intp)
+        of_node[idx] = d
+        members.append(idx)
+    return Level(name=name, of_node=of_node, names=tuple(domains), members=tuple(members))
+
+
+def _node_graph(request: PlacementRequest, i: int, node: Node, errors: ErrorList) -> nx.Graph | None:
+    """The node's GPU graph from its topo_matrix (text or class name), else its nvlink preset."""
+    spec = node.topology
+    if node.gpus == 0 or (spec.nvlink is None and spec.topo_matrix is None):
+        return None
+    path = provision.field_path(request, i, "topology")
+    try:
+        if spec.topo_matrix is not None:
+            text = request.cluster.topo_matrices.get(spec.topo_matrix, spec.topo_matrix)
+            graph = _parsed(text, node.gpu_model)
+            if graph.number_of_nodes() != node.gpus:
+                raise ValueError(f"the matrix has {graph.number_of_nodes()} GPUs, the node {node.gpus}")
+            return graph
+        return _preset(spec.nvlink, node.gpus, node.gpu_model)
+    except ValueError as err:
+        field = "topo_matrix" if spec.topo_matrix is not None else "nvlink"
+        errors.add((*path, field), str(err), None)
+        return None
+
+
+@lru_cache(maxsize=256)
+def _parsed(text: str, gpu_model: str | None) -> nx.Graph:
+    """Parsed once per distinct text and model: a class of identical nodes shares one graph."""
+    return _mark_uniform(parse_topo_matrix(text, gpu_model))
+
+
+@lru_cache(maxsize=256)
+def _preset(preset: str, gpus: int, gpu_model: str | None) -> nx.Graph:
+    return _mark_uniform(gpu_graph(preset, gpus, gpu_model))
+
+
+def _mark_uniform(graph: nx.Graph) -> nx.Graph:
+    """`uniform`: every pair equally fast, so which k GPUs a pod gets cannot matter (NVSwitch)."""
+    graph.graph["uniform"] = len({bw for _, _, bw in graph.edges(data="bandwidth_gbs")}) <= 1
+    return graph
+
+
+def of_problem(problem: Problem) -> ClusterTopology:
+    """The problem's topology, built once and kept in `problem.extras` (nodes include added ones)."""
+    view = problem.extras.get("topology")
+    if view is None:
+        view = problem.extras["topology"] = cluster_topology(problem.request, problem.nodes)
+    return view  # type: ignore[return-value]
+
+
+# --------------------------------------------------------------------------------------------
+# GPU indices inside nodes, after the solve
+# --------------------------------------------------------------------------------------------
+
+
+def ideal_bandwidth(graph: nx.Graph, k: int) -> float:
+    """The best total bandwidth any k GPUs of the node can have (the node empty)."""
+    return _ideal(graph, k)
+
+
+@lru_cache(maxsize=1024)
+def _ideal(graph: nx.Graph, k: int) -> float:  # graphs hash by identity: one entry per cached graph
+    return set_bandwidth(graph, best_gpu_set(graph, sorted(graph.nodes), k))
+
+
+def pick_gpus(graph: nx.Graph | None, free: list[int], sizes: Sequence[int]) -> list[list[int]]:
+    """GPU indices for pods of `sizes` GPUs on one node, biggest pod first, each the best set of
+    what is left (best_gpu_set); without a graph, the lowest free indices. Returned in the order
+    of `sizes`. Biggest first because a 4-GPU pod needs a whole quad that 2-GPU pods would split;
+    the sequence is greedy across pods, exact for each pod."""
+    left = sorted(free)
+    out: list[list[int]] = [[] for _ in sizes]
+    for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
+        k = sizes[i]
+        chosen = left[:k] if graph is None or k <= 1 else best_gpu_set(graph, left, k)
+        out[i] = chosen
+        taken = set(chosen)
+        left = [g for g in left if g not in taken]
+    return out
+
+
+def bandwidth_shortfall(graph: nx.Graph | None, gpus: Sequence[int]) -> float:
+    """1 − bandwidth(chosen)/bandwidth(best k-set of the empty node): 0 on NVSwitch or for 1 GPU."""
+    if graph is None or len(gpus) < 2 or graph.graph.get("uniform"):
+        return 0.0
+    ideal = ideal_bandwidth(graph, len(gpus))
+    return 0.0 if ideal <= 0 else max(0.0, 1.0 - set_bandwidth(graph, gpus) / ideal)
+
+
+# --------------------------------------------------------------------------------------------
+# Topology-aware greedy (the baseline): whole domains first, Kueue's BestFit
+# --------------------------------------------------------------------------------------------
+
+#: baseline._place_task: (problem, task, free, counts, allowed node mask, pod limit) -> pods placed.
+PlaceTask = Callable[["Problem", int, np.ndarray, dict[tuple[int, int], int], "np.ndarray | None", "int | None"], int]
+
+
+def place_job(problem: Problem, j: int, free: np.ndarray, counts: dict[tuple[int, int], int],
+              place_task: PlaceTask) -> int:
+    """Place gang j honouring its `job.topology`; on success update `free` and `counts` and return
+    the pods placed, else return 0 and leave both untouched.
+
+    Scopes are tried in order, the whole gang inside one: with `required`, each domain of that
+    level; with only `preferred`, each domain of that level, then of every wider level, then the
+    whole cluster (Kueue's podset-preferred-topology). Within a level, BestFit: the domain with the
+    fewest free GPUs that still holds the gang's GPUs, so big empty domains stay whole. Slices go
+    group by group, each into the fullest slice-level domain of the scope that fits it.
+    """
+    job = problem.jobs[j]
+    view = of_problem(problem)
+    for scope in _scopes(problem, view, j, free):
+        trial, got = free.copy(), {}
+        placed = _fill(problem, view, j, scope, trial, got, place_task)
+        if placed >= job.needed and placed > 0:
+            free[:] = trial
+            for key, k in got.items():
+                counts[key] = counts.get(key, 0) + k
+            return placed
+    return 0
+
+
+def job_gpus_needed(problem: Problem, j: int) -> int:
+    """GPUs the gang must have to run: all of its tasks, or for an elastic gang its smallest pods."""
+    job = problem.jobs[j]
+    per_pod = sorted(int(problem.tasks[t].demand[0]) for t in problem.job_tasks[j]
+                     for _ in range(problem.tasks[t].replicas))
+    return sum(per_pod) if job.needed == job.pods else sum(per_pod[: job.needed])
+
+
+def domain_free_gpus(problem: Problem, view: ClusterTopology, j: int, level: str, free: np.ndarray) -> np.ndarray:
+    """Per domain of `level`: free GPUs on nodes where some GPU task of job j may run."""
+    lvl = view.level(level)
+    nodes = _gpu_candidates(problem, j)
+    return np.bincount(lvl.of_node[nodes], weights=free[nodes, 0], minlength=lvl.count).astype(np.int64)
+
+
+def _gpu_candidates(problem: Problem, j: int) -> np.ndarray:
+    cands = [problem.tasks[t].candidates for t in problem.job_tasks[j] if problem.tasks[t].demand[0] > 0]
+    if not cands:
+        cands = [problem.tasks[t].candidates for t in problem.job_tasks[j]]
+    return np.unique(np.concatenate(cands)) if cands else np.zeros(0, dtype=np.intp)
+
+
+def best_fit(problem: Problem, view: ClusterTopology, j: int, level: str, free: np.ndarray) -> list[int]:
+    """Domains of `level` that have the gang's GPUs free on its candidate nodes, fullest first."""
+    room = domain_free_gpus(problem, view, j, level, free)
+    touched = np.zeros(view.level(level).count, dtype=bool)
+    for t in problem.job_tasks[j]:
+        touched[view.level(level).of_node[problem.tasks[t].candidates]] = True
+    ok = np.flatnonzero(touched & (room >= job_gpus_needed(problem, j)))
+    return [int(d) for d in ok[np.argsort(room[ok], kind="stable")]]
+
+
+def _scopes(problem: Problem, view: ClusterTopology, j: int, free: np.ndarray) -> Iterator[np.ndarray | None]:
+    spec = problem.jobs[j].topology
+    if spec is None:
+        yield None
+        return
+    if spec.required is not None:
+        # A narrower preferred level first: each of its domains lies inside one required domain, so
+        # a gang whole in it meets both; then the required domains themselves.
+        inner = spec.preferred if spec.preferred and view.height(spec.preferred) < view.height(spec.required) else None
+        for level in ([inner] if inner else []) + [spec.required]:
+            lvl = view.level(level)
+            for d in best_fit(problem, view, j, level, free):
+                yield lvl.of_node == d
+        return
+    if spec.preferred is not None:
+        levels = [lv for lv in (NODE_LEVEL, *view.levels) if view.height(lv) >= view.height(spec.preferred)]
+    else:
+        levels = []
+    for level in levels:
+        lvl = view.level(level)
+        for d in best_fit(problem, view, j, level, free):
+            yield lvl.of_node == d
+    yield None
+
+
+def _fill(problem: Problem, view: ClusterTopology, j: int, scope: np.ndarray | None, free: np.ndarray,
+          counts: dict[tuple[int, int], int], place_task: PlaceTask) -> int:
+    job = problem.jobs[j]
+    spec = job.topology
+    all_required = job.needed == job.pods
+    placed = 0
+    for t in sorted(problem.job_tasks[j], key=lambda t: -int(problem.tasks[t].demand[0])):
+        if spec is not None and spec.slice is not None and problem.tasks[t].demand[0] > 0:
+            got = _fill_slices(problem, view, t, scope, free, counts, place_task)
+        else:
+            got = place_task(problem, t, free, counts, scope, None)
+        placed += got
+        if all_required and got < problem.tasks[t].replicas:
+            break
+    return placed
+
+
+def _fill_slices(problem: Problem, view: ClusterTopology, t: int, scope: np.ndarray | None, free: np.ndarray,
+                 counts: dict[tuple[int, int], int], place_task: PlaceTask) -> int:
+    """Whole groups of `slice.size` pods, each inside one domain of the slice level (BestFit)."""
+    task = problem.tasks[t]
+    spec = problem.jobs[task.job].topology
+    assert spec is not None and spec.slice is not None
+    size, lvl = spec.slice.size, view.level(spec.slice.required)
+    cand = task.candidates if scope is None else task.candidates[scope[task.candidates]]
+    need = size * int(task.demand[0])
+    got = 0
+    while got + size <= task.replicas:
+        room = np.bincount(lvl.of_node[cand], weights=free[cand, 0], minlength=lvl.count)
+        touched = np.zeros(lvl.count, dtype=bool)
+        touched[lvl.of_node[cand]] = True
+        order = [int(d) for d in np.argsort(room, kind="stable") if touched[d] and room[d] >= need]
+        for d in order:
+            allowed = lvl.of_node == d if scope is None else (lvl.of_node == d) & scope
+            trial, group = free.copy(), {}
+            if place_task(problem, t, trial, group, allowed, size) == size:
+                free[:] = trial
+                for key, k in group.items():
+                    counts[key] = counts.get(key, 0) + k
+                got += size
+                break
+        else:
+            break
+    return got
+
+
+def pending_reason(problem: Problem, j: int, left: np.ndarray, gang: str, place_task: PlaceTask) -> str | None:
+    """Why a gang with required topology waits, when its topology is the reason; else None.
+
+    Checked on the free capacity before the plan (then nothing else is to blame) and on what the
+    plan leaves (then other jobs took the room). The message names the level, the GPUs a domain
+    would need and the most any one domain has, e.g. "no rack with 32 free GPUs".
+    """
+    spec = problem.jobs[j].topology
+    if spec is None or (spec.required is None and spec.slice is None):
+        return None
+    view = of_problem(problem)
+    for free, before in ((problem.free, True), (left, False)):
+        trial, counts = free.copy(), {}
+        if place_job(problem, j, trial, counts, place_task):
+            continue
+        level = spec.required if spec.required is not None else spec.slice.required  # type: ignore[union-attr]
+        need = job_gpus_needed(problem, j)
+        if spec.required is None:
+            need = spec.slice.size * max(int(problem.tasks[t].demand[0]) for t in problem.job_tasks[j])  # type: ignore[union-attr]
+        # All free GPUs of the domains where some pod of the gang fits at all (other domains hold
+        # none of its nodes: selector, taints, model); "fragmented" covers the GPUs it cannot use.
+        lvl = view.level(level)
+        room = np.bincount(lvl.of_node, weights=free[:, 0], minlength=lvl.count).astype(np.int64)
+        touched = np.zeros(lvl.count, dtype=bool)
+        for t in problem.job_tasks[j]:
+            touched[lvl.of_node[problem.tasks[t].candidates]] = True
+        room[~touched] = -1
+        best = int(room.argmax()) if touched.any() else -1
+        most = f"the most in one {level} is {int(room[best])} ({lvl.names[best]})" if best >= 0 else ""
+        what = "a slice" if spec.required is None else "the gang"
+        if best < 0 or room[best] < need:
+            core = f"no {level} with {need} free GPUs for {what}; {most}"
+        else:
+            core = f"no {level} can hold {what}: those with {need} free GPUs are too fragmented for its pods"
+        prefix = "topology" if before else "topology: capacity went to higher-value jobs"
+        return f"{prefix}: required {level}: {core}; gang of {gang}"
+    return None
+
+
+def gpu_choice(problem: Problem, counts: dict[tuple[int, int], int],
+               free_ids: Sequence[Sequence[int]]) -> dict[tuple[int, int], list[list[int]]]:
+    """(task, node) -> the GPU indices of each of its pods there, from `pick_gpus` on the node's
+    graph: per node, every new pod of every job together, biggest first."""
+    view = of_problem(problem)
+    by_node: dict[int, list[tuple[int, int]]] = {}
+    for (t, n), k in sorted(counts.items()):
+        if k:
+            by_node.setdefault(n, []).append((t, k))
+    out: dict[tuple[int, int], list[list[int]]] = {}
+    for n, items in by_node.items():
+        sizes = [problem.tasks[t].spec.gpus for t, k in items for _ in range(k)]
+        sets = pick_gpus(view.graphs[n], list(free_ids[n]), sizes)
+        start = 0
+        for t, k in items:
+            out[t, n] = sets[start:start + k]
+            start += k
+    return out
+
+
+#: Domains each topology gang keeps when candidate lists are trimmed (CPSAT.md lesson 7: offering
+#: every rack to every gang made 1.9M variables at 4,096 nodes; about 8 was enough).
+MAX_DOMAINS = 8
+
+
+def coherent_candidates(problem: Problem, counts: dict[tuple[int, int], int],
+                        trimmed: list[np.ndarray]) -> list[np.ndarray]:
+    """Trimmed candidate lists, redone for gangs with topology so that they hold whole domains.
+
+    Node-by-node trimming keeps a few best-fit nodes in many domains, none of which may then hold
+    the gang. Instead, at the gang's most binding level (required, else its slice level, else
+    preferred) it keeps the domains its greedy placement used, then the best-fitting others
+    (fewest free GPUs that still hold the gang, then the roomiest), up to MAX_DOMAINS (more for
+    slices: twice the groups), and every task of the gang keeps all its candidates inside them.
+    """
+    view = of_problem(problem)
+    out = list(trimmed)
+    for j, job in enumerate(problem.jobs):
+        spec = job.topology
+        if spec is None:
+            continue
+        level = spec.required or (spec.slice.required if spec.slice else None) or spec.preferred
+        if level is None:
+            continue
+        lvl = view.level(level)
+        limit, need = MAX_DOMAINS, job_gpus_needed(problem, j)
+        if spec.required is None and spec.slice is not None:
+            gpu_pods = [(problem.tasks[t].replicas, int(problem.tasks[t].demand[0])) for t in problem.job_tasks[j]]
+            limit = max(limit, 2 * sum(r for r, g in gpu_pods if g) // spec.slice.size)
+            need = spec.slice.size * max(g for _, g in gpu_pods)
+        used = [int(lvl.of_node[n]) for (t, n), k in sorted(counts.items()) if k and problem.tasks[t].job == j]
+        room = domain_free_gpus(problem, view, j, level, problem.free)
+        touched = np.zeros(lvl.count, dtype=bool)
+        for t in problem.job_tasks[j]:
+            touched[lvl.of_node[problem.tasks[t].candidates]] = True
+        fits = [int(d) for d in np.argsort(room, kind="stable") if touched[d] and room[d] >= need]
+        rest = [int(d) for d in np.argsort(-room, kind="stable") if touched[d] and room[d] < need]
+        keep = list(dict.fromkeys(used))
+        keep += [d for d in fits + rest if d not in keep][: max(0, limit - len(keep))]
+        inside = np.isin(lvl.of_node, keep)
+        for t in problem.job_tasks[j]:
+            cand = problem.tasks[t].candidates
+            out[t] = cand[inside[cand]]
+    return out

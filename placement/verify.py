@@ -17,8 +17,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from models import API_VERSION, Assignment, Job, Node, PlacementRequest, Plan, Task
-from placement.catalog import lookup
+from models import API_VERSION, Assignment, Job, Node, PlacementRequest, Plan, RunningJob, Task
+from placement.catalog import MigGeometry, lookup
 
 #: Tolerance for float resources: request values are decimal, sums of them are not exact.
 EPS = 1e-6
@@ -78,27 +78,33 @@ class _Context:
     running_cpu: dict[str, float]
     running_mem: dict[str, float]
     resolved: list[_Resolved] = field(default_factory=list)
+    #: running jobs the plan preempts: their GPUs, CPU and memory are free for the plan's pods
+    evicted: set[str] = field(default_factory=set)
 
     @classmethod
     def build(cls, request: PlacementRequest, plan: Plan) -> _Context:
         held: dict[tuple[str, int], str] = {}
         cpu: dict[str, float] = {}
         mem: dict[str, float] = {}
+        evicted = {p.job for p in plan.preemptions}
         for rj in request.cluster.running:
+            if rj.job in evicted:
+                continue
             for pod in rj.pods:
-                for g in pod.gpus:
+                for g in [] if pod.gpu_share is not None else pod.gpus:  # shared GPUs: the sharing rule
                     held.setdefault((pod.node, g), rj.job)
                 cpu[pod.node] = cpu.get(pod.node, 0.0) + pod.cpu
                 mem[pod.node] = mem.get(pod.node, 0.0) + pod.memory_gib
         ctx = cls(
             request=request,
             plan=plan,
-            nodes={n.name: n for n in request.cluster.nodes},
+            nodes={**{n.name: n for n in request.cluster.nodes}, **_added_nodes(request, plan)},
             pending_jobs={j.name: j for j in request.jobs},
             running_jobs={rj.job for rj in request.cluster.running},
             held=held,
             running_cpu=cpu,
             running_mem=mem,
+            evicted=evicted & {rj.job for rj in request.cluster.running},
         )
         for i, a in enumerate(plan.assignments):
             job = ctx.pending_jobs.get(a.job)
@@ -168,6 +174,8 @@ def _gpus(ctx: _Context) -> list[str]:
     given: dict[tuple[str, int], Assignment] = {}
     for r in ctx.resolved:
         a, node, task = r.a, r.node, r.task
+        if task.gpu_share is not None:
+            continue  # one shared GPU among several pods: the sharing rule
         if len(a.gpus) != task.gpus:
             out.append(f"gpus: {_pod(a)} on node {node.name} has {len(a.gpus)} GPUs, task asks for {task.gpus}")
         dupes = sorted(g for g, c in Counter(a.gpus).items() if c > 1)
@@ -195,7 +203,7 @@ def _capacity(ctx: _Context, rule: str, attr: str, running: dict[str, float], un
     for r in ctx.resolved:
         used[r.node.name] = used.get(r.node.name, 0.0) + getattr(r.task, attr)
     out: list[str] = []
-    for node in ctx.request.cluster.nodes:  # request order: deterministic
+    for node in ctx.nodes.values():  # request order, then added nodes: deterministic
         if node.name not in used:
             continue  # the plan adds nothing here; the request itself was validated on intake
         total = running.get(node.name, 0.0) + used[node.name]
@@ -327,6 +335,67 @@ def _pending(ctx: _Context) -> list[str]:
     return out
 
 
+def _added_nodes(request: PlacementRequest, plan: Plan) -> dict[str, Node]:
+    """Nodes the plan says it adds, built from their pool's template, when the name is one the pool offers."""
+    pools = {p.name: p for p in request.cluster.pools}
+    out: dict[str, Node] = {}
+    for entry in plan.provisioned:
+        pool = pools.get(entry.pool)
+        if pool is None or pool.provisionable is None:
+            continue
+        offered = pool.provisionable.node_names(pool.name)
+        for name in entry.nodes:
+            if name in offered and name not in out:
+                out[name] = pool.provisionable.materialise(pool.name, offered.index(name))
+    return out
+
+
+def _spot(ctx: _Context) -> list[str]:
+    spot = {p.name for p in ctx.request.cluster.pools if p.capacity_type == "spot"}
+    return [f"spot: {_pod(r.a)} of job {r.job.name} (not spot_ok) is on spot node {r.node.name} (pool {r.node.pool})"
+            for r in ctx.resolved if r.node.pool in spot and not r.job.spot_ok]
+
+
+def _reserve(ctx: _Context) -> list[str]:
+    """During peak, new pods leave `reserve` GPUs of each pool's existing nodes free (or add none there)."""
+    policy = ctx.request.policy
+    if not policy.peak:
+        return []
+    out: list[str] = []
+    for pool, reserve in policy.reserve.items():
+        members = [n for n in ctx.request.cluster.nodes if n.pool == pool]
+        free = sum(1 for n in members for g in range(n.gpus)
+                   if g not in n.unhealthy_gpus and (n.name, g) not in ctx.held)
+        names = {n.name for n in members}
+        taken = sum(len(set(r.a.gpus)) for r in ctx.resolved if r.node.name in names)
+        if taken > max(0, free - reserve):
+            out.append(f"reserve: pool {pool} has {free} free GPUs and must keep {reserve} during peak; "
+                       f"the plan takes {taken}")
+    return out
+
+
+def _provisioning(ctx: _Context) -> list[str]:
+    pools = {p.name: p for p in ctx.request.cluster.pools}
+    out: list[str] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(ctx.plan.provisioned):
+        pool = pools.get(entry.pool)
+        if pool is None or pool.provisionable is None:
+            out.append(f"provisioning: entry {i} adds nodes to pool {entry.pool}, which is not provisionable")
+            continue
+        offered = set(pool.provisionable.node_names(pool.name))
+        for name in entry.nodes:
+            if name not in offered:
+                out.append(f"provisioning: pool {entry.pool} offers no node named {name}")
+            elif name in seen:
+                out.append(f"provisioning: node {name} is added twice")
+            seen.add(name)
+        if len(set(entry.nodes)) > pool.provisionable.max_nodes:
+            out.append(f"provisioning: pool {entry.pool} adds {len(set(entry.nodes))} nodes, more than its "
+                       f"max_nodes {pool.provisionable.max_nodes}")
+    return out
+
+
 def _objective(ctx: _Context) -> list[str]:
     obj = ctx.plan.objective
     terms = sum(obj.terms.values())
@@ -336,18 +405,486 @@ def _objective(ctx: _Context) -> list[str]:
     return []
 
 
+# --- teams (issue 5): quota and preemption, recomputed from the request --------------------
+#
+# Quota: for every scope (the whole cluster when any team declares quota.gpus; one per flavor,
+# (pool, GPU model), any team declares) and team T, with A_T its healthy GPUs after the plan
+# (running jobs not preempted + placed pods on the scope's nodes) and B_T the same before it:
+#   A_T ≤ max(nominal + borrowing_limit, B_T)
+#   Σ_T max(0, A_T − guaranteed_T) ≤ max(Σ_T lendable_T, Σ_T max(0, B_T − guaranteed_T))
+# with lendable = min(lending_limit, nominal) (nominal when unset) and guaranteed = nominal − lendable;
+# a team without a quota in a scope others declare has nominal 0 and unlimited borrowing there.
+
+
+@dataclass
+class _Scope:
+    label: str
+    nodes: set[str]
+    nominal: dict[str, int]
+    limit: dict[str, int | None]
+    lendable: dict[str, int]
+
+
+def _canonical(model: str | None) -> str | None:
+    found = lookup(model) if model else None
+    return found.name if found is not None else model
+
+
+def _scopes(ctx: _Context) -> list[_Scope]:
+    teams = ctx.request.teams
+    keys: list[tuple[str | None, str | None]] = []
+    if any(t.quota is not None and t.quota.gpus is not None for t in teams):
+        keys.append((None, None))
+    for t in teams:
+        for f in t.quota.flavors if t.quota else []:
+            if (f.pool, _canonical(f.gpu_model)) not in keys:
+                keys.append((f.pool, _canonical(f.gpu_model)))
+    out = []
+    for pool, model in keys:
+        nodes = {n.name for n in ctx.nodes.values() if (pool is None or n.pool == pool)
+                 and (model is None or _canonical(n.gpu_model) == model)}
+        scope = _Scope(f"pool={pool} gpu_model={model}" if (pool or model) else "cluster", nodes, {}, {}, {})
+        for t in teams:
+            q = None
+            if t.quota is not None:
+                q = t.quota.gpus if pool is None and model is None else next(
+                    (f.gpus for f in t.quota.flavors if (f.pool, _canonical(f.gpu_model)) == (pool, model)), None)
+            scope.nominal[t.name] = q.nominal if q else 0
+            scope.limit[t.name] = (q.nominal + q.borrowing_limit) if q and q.borrowing_limit is not None else None
+            scope.lendable[t.name] = (min(q.nominal, q.lending_limit) if q.lending_limit is not None
+                                      else q.nominal) if q else 0
+        out.append(scope)
+    return out
+
+
+def _healthy(ctx: _Context, node: str, gpus: list[int]) -> int:
+    n = ctx.nodes.get(node)
+    return len({g for g in gpus if n is None or g not in n.unhealthy_gpus})
+
+
+def _team_gpus(ctx: _Context, scope: _Scope) -> tuple[dict[str, int], dict[str, int]]:
+    """(before, after) GPUs per team in the scope."""
+    before = {t.name: 0 for t in ctx.request.teams}
+    after = dict(before)
+    for rj in ctx.request.cluster.running:
+        if rj.team not in before:
+            continue
+        here = sum(_healthy(ctx, pod.node, pod.gpus) for pod in rj.pods if pod.node in scope.nodes)
+        before[rj.team] += here
+        if rj.job not in ctx.evicted:
+            after[rj.team] += here
+    for r in ctx.resolved:
+        if r.job.team in after and r.node.name in scope.nodes:
+            after[r.job.team] += r.task.gpus
+    return before, after
+
+
+def _quota(ctx: _Context) -> list[str]:
+    out: list[str] = []
+    for scope in _scopes(ctx):
+        before, after = _team_gpus(ctx, scope)
+        guaranteed = {t: scope.nominal[t] - scope.lendable[t] for t in before}
+        for team, held in after.items():
+            limit = scope.limit[team]
+            if limit is not None and held > max(limit, before[team]):
+                out.append(f"quota: team {team} holds {held} GPUs in scope {scope.label}, above nominal + "
+                           f"borrowing_limit {limit} (held {before[team]} before the plan)")
+        borrowed = sum(max(0, after[t] - guaranteed[t]) for t in after)
+        pool = max(sum(scope.lendable.values()), sum(max(0, before[t] - guaranteed[t]) for t in before))
+        if borrowed > pool:
+            out.append(f"quota: teams in scope {scope.label} draw {borrowed} GPUs on the cohort's lendable nominal, "
+                       f"more than its {pool}")
+    return out
+
+
 def _preemption(ctx: _Context) -> list[str]:
-    return [
-        f"preemption: job {p.job} is preempted: not supported yet (preemption arrives with the teams module)"
-        for p in ctx.plan.preemptions
-    ]
+    """Preempted whole, only preemptible jobs past min runtime, each justified by a job placed in its stead."""
+    out: list[str] = []
+    running = {rj.job: rj for rj in ctx.request.cluster.running}
+    policy = ctx.request.policy
+    now = ctx.request.planning_time()
+    seen: set[str] = set()
+    placed = {a.job for a in ctx.plan.assignments}
+    scopes = _scopes(ctx) if ctx.plan.preemptions else []
+    team_after = {id(s): _team_gpus(ctx, s) for s in scopes}
+    for i, p in enumerate(ctx.plan.preemptions):
+        where = f"entry {i} (job {p.job})"
+        rj = running.get(p.job)
+        if rj is None:
+            kind = "pending" if p.job in ctx.pending_jobs else "unknown"
+            out.append(f"preemption: {where} names {kind} job {p.job}, not a running one")
+            continue
+        if p.job in seen:
+            out.append(f"preemption: {where} preempts job {p.job} twice")
+        seen.add(p.job)
+        if not p.reason.strip():
+            out.append(f"preemption: {where} has an empty reason")
+        if p.job in placed:
+            out.append(f"preemption: job {p.job} is preempted and placed again in the same plan")
+        if not policy.preemption:
+            out.append(f"preemption: job {p.job} is preempted but policy.preemption is off")
+        if not rj.preemptible:
+            out.append(f"preemption: job {p.job} is preempted but not preemptible")
+        if policy.min_runtime_s > 0:
+            ran = None if rj.started_at is None else (now - rj.started_at).total_seconds()
+            if ran is None or ran < policy.min_runtime_s:
+                shown = "an unknown time" if ran is None else f"{ran:g} s"
+                out.append(f"preemption: job {p.job} has run {shown}, less than min_runtime_s "
+                           f"{policy.min_runtime_s:g}")
+        if not _justified(ctx, rj, scopes, team_after):
+            out.append(f"preemption: job {p.job} (priority {rj.priority}, team {rj.team}) is preempted but no job "
+                       "placed on its nodes has a higher priority or reclaims quota its team borrows")
+    return out
+
+
+def _justified(ctx: _Context, rj: RunningJob, scopes: list[_Scope],
+               team_after: dict[int, tuple[dict[str, int], dict[str, int]]]) -> bool:
+    """Some job placed on one of rj's nodes outranks it, or reclaims (team within nominal, rj's team above)."""
+    nodes = {pod.node for pod in rj.pods}
+    for r in ctx.resolved:
+        if r.node.name not in nodes:
+            continue
+        if r.job.priority > rj.priority:
+            return True
+        if r.job.team is None or rj.team is None or r.job.team == rj.team:
+            continue
+        for scope in scopes:
+            before, after = team_after[id(scope)]
+            if (r.node.name in scope.nodes and before.get(rj.team, 0) > scope.nominal.get(rj.team, 0)
+                    and after.get(r.job.team, 0) <= scope.nominal.get(r.job.team, 0)):
+                return True
+    return False
 
 
 def _mig(ctx: _Context) -> list[str]:
-    return [
-        f"mig: node {m.node} GPU {m.gpu} is re-partitioned: not supported yet (MIG arrives with the GPU sharing module)"
-        for m in ctx.plan.mig_changes
-    ]
+    """MIG: changed layouts are legal and allowed, keep every running pod's instance where it is; each MIG pod
+    holds an instance of its profile that exists after the plan and nobody else holds; no whole-GPU pod sits
+    on a GPU partitioned after the plan."""
+    out: list[str] = []
+    policy = ctx.request.policy
+    holds: dict[tuple[str, int, int], tuple[str, str]] = {}  # (node, gpu, start) -> (profile, running job)
+    for rj in ctx.request.cluster.running:
+        for pod in rj.pods:
+            if pod.mig is not None and rj.job not in ctx.evicted:
+                holds[pod.node, pod.mig.gpu, pod.mig.start] = (pod.mig.profile, rj.job)
+    final: dict[tuple[str, int], list[tuple[str, int]] | None] = {
+        (n.name, g): [(i.profile, i.start) for i in layout] for n in ctx.nodes.values() for g, layout in n.mig.items()
+    }
+    changes = ctx.plan.mig_changes
+    if changes and not policy.allow_mig_changes:
+        out.append(f"mig: the plan changes {len(changes)} GPU layout(s) but policy.allow_mig_changes is off")
+    if policy.max_mig_changes is not None and len(changes) > policy.max_mig_changes:
+        out.append(f"mig: the plan changes {len(changes)} GPU layouts, more than policy.max_mig_changes "
+                   f"{policy.max_mig_changes}")
+    seen: set[tuple[str, int]] = set()
+    for m in changes:
+        where = f"node {m.node} GPU {m.gpu}"
+        node = ctx.nodes.get(m.node)
+        if node is None:
+            out.append(f"mig: change of {where} names an unknown node")
+            continue
+        if not 0 <= m.gpu < node.gpus:
+            out.append(f"mig: change of {where}: GPU index out of range 0..{node.gpus - 1}")
+            continue
+        if (m.node, m.gpu) in seen:
+            out.append(f"mig: {where} is changed twice")
+        seen.add((m.node, m.gpu))
+        model = lookup(node.gpu_model) if node.gpu_model else None
+        if model is None or model.mig is None:
+            out.append(f"mig: {where} is re-partitioned but GPU model {node.gpu_model} has no MIG")
+            continue
+        if m.gpu in node.unhealthy_gpus:
+            out.append(f"mig: {where} is unhealthy and cannot be re-partitioned")
+        if m.gpu in node.sharing:
+            out.append(f"mig: {where} is a shared (time-slicing/MPS) GPU and cannot be partitioned")
+        if (m.node, m.gpu) in ctx.held:
+            out.append(f"mig: {where} is held whole by running job {ctx.held[m.node, m.gpu]}")
+        layout = [(i.profile, i.start) for i in m.layout] if m.mig_enabled else None
+        if not m.mig_enabled and m.layout:
+            out.append(f"mig: {where} is made whole (mig_enabled false) but lists instances")
+        out.extend(f"mig: {where}: {why}" for why in _layout_violations(model.mig, layout or []))
+        for (hn, hg, start), (profile, job) in holds.items():
+            if (hn, hg) != (m.node, m.gpu):
+                continue
+            kept = layout is not None and any(
+                s == start and _same_profile(model.mig, name, profile) for name, s in layout)
+            if not kept:
+                out.append(f"mig: {where}: instance {profile}@{start} of running job {job} does not stay in place")
+        final[m.node, m.gpu] = layout
+    taken = {key: f"running job {job}" for key, (_, job) in holds.items()}
+    for r in ctx.resolved:
+        out.extend(_mig_pod(r, final, taken))
+    return out
+
+
+def _mig_pod(r: _Resolved, final: dict[tuple[str, int], list[tuple[str, int]] | None],
+             taken: dict[tuple[str, int, int], str]) -> list[str]:
+    a, task, node = r.a, r.task, r.node
+    if task.mig_profile is None:
+        if a.mig is not None:
+            return [f"mig: {_pod(a)} holds a MIG instance but its task asks for none"]
+        return [f"mig: {_pod(a)} takes GPU {g} of node {node.name} whole, but the GPU is MIG-partitioned"
+                for g in dict.fromkeys(a.gpus) if final.get((node.name, g)) is not None]
+    if a.mig is None:
+        return [f"mig: {_pod(a)} asks for a MIG instance ({task.mig_profile}) but holds none"]
+    slot = a.mig
+    where = f"{_pod(a)} on node {node.name} GPU {slot.gpu}"
+    model = lookup(node.gpu_model) if node.gpu_model else None
+    if model is None or model.mig is None:
+        return [f"mig: {where}: GPU model {node.gpu_model} has no MIG"]
+    geo = model.mig
+    layout = final.get((node.name, slot.gpu))
+    if layout is None:
+        return [f"mig: {where}: the GPU is not MIG-partitioned after the plan"]
+    out: list[str] = []
+    if a.gpus:
+        out.append(f"mig: {_pod(a)} holds a MIG instance and whole GPUs {a.gpus}")
+    if slot.gpu in node.unhealthy_gpus:
+        out.append(f"mig: {where}: the GPU is unhealthy")
+    if not any(s == slot.start and _same_profile(geo, name, slot.profile) for name, s in layout):
+        out.append(f"mig: {where}: no {slot.profile} instance at start {slot.start} after the plan")
+    if task.mig_profile.strip().lower() == "auto":
+        wanted = geo.smallest_fitting(task.gpu_memory_gib or 0.0)
+    else:
+        wanted = geo.profile(task.mig_profile)
+    if wanted is None or not _same_profile(geo, wanted.name, slot.profile):
+        out.append(f"mig: {where} holds {slot.profile}; its task wants "
+                   f"{wanted.name if wanted else task.mig_profile + ' (not a profile of ' + geo.model + ')'}")
+    got = geo.profile(slot.profile)
+    if got is not None and task.gpu_memory_gib is not None and got.memory_gib < task.gpu_memory_gib - EPS:
+        out.append(f"mig: {where}: {got.name} has {_num(got.memory_gib)} GiB, task needs "
+                   f"{_num(task.gpu_memory_gib)}")
+    key = (node.name, slot.gpu, slot.start)
+    if key in taken:
+        out.append(f"mig: {where}: instance {slot.profile}@{slot.start} is already held by {taken[key]}")
+    else:
+        taken[key] = _pod(a)
+    return out
+
+
+def _same_profile(geo: MigGeometry, a: str, b: str) -> bool:
+    pa, pb = geo.profile(a), geo.profile(b)
+    return pa is not None and pa == pb
+
+
+def _layout_violations(geo: MigGeometry, layout: list[tuple[str, int]]) -> list[str]:
+    """HARDWARE.md §1.3, recomputed: known profiles, legal starts, no shared memory slice, counts, one media."""
+    out: list[str] = []
+    owner: dict[int, str] = {}
+    count: Counter[str] = Counter()
+    media: list[str] = []
+    for name, start in layout:
+        p = geo.profile(name)
+        if p is None:
+            out.append(f"{geo.model} has no MIG profile {name}")
+            continue
+        if start not in p.starts:
+            out.append(f"{p.name} may not start at memory slice {start} (legal: {list(p.starts)})")
+            continue
+        for m in range(start, start + p.memory_slices):
+            if m in owner:
+                out.append(f"{p.name}@{start} and {owner[m]} share memory slice {m}")
+                break
+        owner.update(dict.fromkeys(range(start, start + p.memory_slices), f"{p.name}@{start}"))
+        count[p.name] += 1
+        if count[p.name] == p.max_count + 1:
+            out.append(f"more than {p.max_count} {p.name} instances")
+        if p.media:
+            media.append(f"{p.name}@{start}")
+    if len(media) > 1:
+        out.append(f"more than one media-engine instance ({', '.join(media)})")
+    return out
+
+
+def _sharing(ctx: _Context) -> list[str]:
+    """Shared pods sit on a shared GPU; per GPU at most `replicas` pods, shares ≤ 1, GPU memory ≤ the GPU's."""
+    out: list[str] = []
+    load: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    for rj in ctx.request.cluster.running:
+        for pod in rj.pods:
+            if pod.gpu_share is not None and rj.job not in ctx.evicted and pod.gpus:
+                node = ctx.nodes[pod.node]
+                load.setdefault((pod.node, pod.gpus[0]), []).append(
+                    (pod.gpu_share, _share_memory(node, pod.gpu_share, pod.gpu_memory_gib)))
+    touched: list[tuple[str, int]] = []
+    for r in ctx.resolved:
+        a, task, node = r.a, r.task, r.node
+        if task.gpu_share is None:
+            if a.gpu_share is not None:
+                out.append(f"sharing: {_pod(a)} takes a GPU share but its task asks for none")
+            out.extend(f"sharing: {_pod(a)} takes shared GPU {g} of node {node.name} whole"
+                       for g in dict.fromkeys(a.gpus) if g in node.sharing)
+            continue
+        if a.gpu_share is None or abs(a.gpu_share - task.gpu_share) > EPS:
+            out.append(f"sharing: {_pod(a)} takes share {a.gpu_share}; its task asks {_num(task.gpu_share)}")
+        if len(a.gpus) != 1:
+            out.append(f"sharing: {_pod(a)} names {len(a.gpus)} GPUs; a shared pod names exactly one")
+            continue
+        g = a.gpus[0]
+        if g not in node.sharing:
+            out.append(f"sharing: {_pod(a)} is on GPU {g} of node {node.name}, which is not shared")
+            continue
+        if g in node.unhealthy_gpus:
+            out.append(f"sharing: {_pod(a)} is on unhealthy GPU {g} of node {node.name}")
+        if (node.name, g) not in touched:
+            touched.append((node.name, g))
+        load.setdefault((node.name, g), []).append(
+            (task.gpu_share, _share_memory(node, task.gpu_share, task.gpu_memory_gib)))
+    for name, g in touched:
+        node = ctx.nodes[name]
+        spec, pods = node.sharing[g], load[name, g]
+        where = f"shared GPU {g} of node {name}"
+        if len(pods) > spec.replicas:
+            out.append(f"sharing: {where} has {len(pods)} pods, more than its {spec.replicas} replicas")
+        if sum(s for s, _ in pods) > 1 + EPS:
+            out.append(f"sharing: {where} is given {_num(sum(s for s, _ in pods))} of a GPU")
+        model = lookup(node.gpu_model) if node.gpu_model else None
+        memory = model.memory_gib if model else 0.0
+        if sum(m for _, m in pods) > memory + EPS:
+            out.append(f"sharing: {where} is given {_num(sum(m for _, m in pods))} GiB of GPU memory, "
+                       f"more than its {_num(memory)} GiB (no memory isolation)")
+    return out
+
+
+def _share_memory(node: Node, share: float, gib: float | None) -> float:
+    """A shared pod's GPU memory: as declared, else its share of the GPU's memory."""
+    if gib is not None:
+        return gib
+    model = lookup(node.gpu_model) if node.gpu_model else None
+    return share * (model.memory_gib if model else 0.0)
+
+
+# --------------------------------------------------------------------------------------------
+# Topology (issue 3), re-derived from node labels alone: no code shared with placement.topology.
+
+#: Levels read from node.topology; the NVLink domain falls back to GPU Feature Discovery's clique label.
+_TOPOLOGY_FIELDS = ("nvlink_domain", "rack", "block")
+_CLIQUE_LABEL = "nvidia.com/gpu.clique"
+
+
+def _node_label(node: Node, level: str) -> str | None:
+    if level in _TOPOLOGY_FIELDS:
+        value = getattr(node.topology, level)
+        if value is None and level == "nvlink_domain":
+            value = node.labels.get(_CLIQUE_LABEL)
+        return value or None
+    return node.labels.get(level) or None
+
+
+def topology_domains(request: PlacementRequest, nodes: list[Node] | None = None) -> dict[str, dict[str, str]]:
+    """Level -> node name -> name of the node's domain at that level ("node" included).
+
+    Walking up from the node: a domain of the level below lies in the one domain its nodes are
+    labelled with at this level; if none of them carries a label, it is a domain of its own
+    ("<…>", a name no label can have), so a required level is never met by guessing where an
+    unlabelled node sits.
+    """
+    nodes = list(request.cluster.nodes) if nodes is None else nodes
+    below = {n.name: n.name for n in nodes}
+    out = {"node": dict(below)}
+    for level in request.cluster.topology_levels:
+        labels: dict[str, set[str]] = {}
+        for n in nodes:
+            label = _node_label(n, level)
+            if label is not None:
+                labels.setdefault(below[n.name], set()).add(label)
+        here = {}
+        for n in nodes:
+            found = sorted(labels.get(below[n.name], ()))
+            here[n.name] = "+".join(found) if found else f"<{below[n.name]}>"
+        out[level] = here
+        below = here
+    return out
+
+
+def _job_nodes(ctx: _Context) -> dict[str, list[_Resolved]]:
+    per: dict[str, list[_Resolved]] = {}
+    for r in ctx.resolved:
+        per.setdefault(r.job.name, []).append(r)
+    return per
+
+
+def _topology_required(ctx: _Context) -> list[str]:
+    domains = topology_domains(ctx.request, list(ctx.nodes.values()))
+    per_job = _job_nodes(ctx)
+    out: list[str] = []
+    for job in ctx.request.jobs:
+        level = job.topology.required if job.topology is not None else None
+        if level is None or job.name not in per_job:
+            continue
+        if level not in domains:
+            out.append(f"topology.required: job {job.name} requires unknown level {level}")
+            continue
+        used = Counter(domains[level][r.node.name] for r in per_job[job.name])
+        if len(used) > 1:
+            shown = ", ".join(f"{d} ({k} pods)" for d, k in sorted(used.items()))
+            out.append(f"topology.required: job {job.name} must sit in one {level} but uses {len(used)}: {shown}")
+    return out
+
+
+def _topology_slice(ctx: _Context) -> list[str]:
+    domains = topology_domains(ctx.request, list(ctx.nodes.values()))
+    per_job = _job_nodes(ctx)
+    out: list[str] = []
+    for job in ctx.request.jobs:
+        spec = job.topology.slice if job.topology is not None else None
+        if spec is None or job.name not in per_job or spec.required not in domains:
+            continue
+        size, where = spec.size, domains[spec.required]
+        groups: dict[tuple[str, int], list[_Resolved]] = {}
+        for r in per_job[job.name]:
+            if r.task.gpus > 0:
+                groups.setdefault((r.task.name, r.a.pod // size), []).append(r)
+        for (task, g), members in sorted(groups.items()):
+            pods = f"{job.name}/{task} pods {g * size}..{g * size + size - 1}"
+            if len({m.a.pod for m in members}) != size:
+                out.append(f"topology.slice: {pods} form a slice of {size} but {len(members)} are placed")
+            used = sorted({where[m.node.name] for m in members})
+            if len(used) > 1:
+                out.append(f"topology.slice: {pods} must sit in one {spec.required} but use {', '.join(used)}")
+    return out
+
+
+def topology_report(request: PlacementRequest, plan: Plan) -> dict[str, object]:
+    """Per-plan topology statistics, recomputed from the request and the plan's assignments.
+
+    * `small_gangs`, `small_in_one_nvlink`, `small_in_one_nvlink_share`: placed jobs of 1-8 GPUs,
+      and how many of them (share) sit inside one NVLink domain (a single node counts as one);
+    * `multi_node_gangs`: placed jobs on two or more nodes; `domains_per_multi_node_gang`: per
+      level, the mean number of that level's domains such a gang uses; `multi_node_in_one`: per
+      level, how many such gangs sit inside one domain;
+    * `empty_domains`: per level, multi-node domains whose healthy GPUs are all free after the
+      plan (running pods minus preempted jobs, plus the plan's pods): room kept for big gangs.
+    """
+    ctx = _Context.build(request, plan)
+    nodes = list(ctx.nodes.values())
+    domains = topology_domains(request, nodes)
+    levels = list(request.cluster.topology_levels)
+    per_job = _job_nodes(ctx)
+    small = [rs for rs in per_job.values() if 0 < sum(len(r.a.gpus) for r in rs) <= 8]
+    nvlink = domains.get("nvlink_domain", domains["node"])  # without that level: one node is the domain
+    in_one = sum(1 for rs in small if len({nvlink[r.node.name] for r in rs}) == 1)
+    multi = [rs for rs in per_job.values() if len({r.node.name for r in rs}) > 1]
+    spread = {lv: [len({domains[lv][r.node.name] for r in rs}) for rs in multi] for lv in levels}
+    gone = {p.job for p in plan.preemptions}
+    busy = {node for (node, _), job in ctx.held.items() if job not in gone}
+    busy |= {r.node.name for r in ctx.resolved if r.a.gpus}
+    empty: dict[str, int] = {}
+    for lv in levels:
+        members: dict[str, list[Node]] = {}
+        for n in nodes:
+            members.setdefault(domains[lv][n.name], []).append(n)
+        empty[lv] = sum(1 for ms in members.values() if len(ms) > 1 and not any(m.name in busy for m in ms)
+                        and any(m.gpus > len(m.unhealthy_gpus) for m in ms))
+    return {
+        "small_gangs": len(small),
+        "small_in_one_nvlink": in_one,
+        "small_in_one_nvlink_share": round(in_one / len(small), 4) if small else None,
+        "multi_node_gangs": len(multi),
+        "domains_per_multi_node_gang": {lv: round(sum(v) / len(v), 4) if v else None for lv, v in spread.items()},
+        "multi_node_in_one": {lv: sum(1 for k in v if k == 1) for lv, v in spread.items()},
+        "empty_domains": empty,
+    }
 
 
 #: (rule name, checker) in the order messages are reported.
@@ -361,10 +898,17 @@ _CHECKS: tuple[tuple[str, Callable[[_Context], list[str]]], ...] = (
     ("selector", _selector),
     ("taints", _taints),
     ("gang", _gang),
+    ("topology.required", _topology_required),
+    ("topology.slice", _topology_slice),
     ("pending", _pending),
+    ("spot", _spot),
+    ("reserve", _reserve),
+    ("provisioning", _provisioning),
     ("objective", _objective),
+    ("quota", _quota),
     ("preemption", _preemption),
     ("mig", _mig),
+    ("sharing", _sharing),
 )
 
 #: Every rule name a violation can start with, in report order.

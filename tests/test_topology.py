@@ -14,16 +14,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from models import PlacementRequest
 from placement import topology
 from placement.topology import (
+    CLIQUE_LABEL,
     DEFAULT_LEVELS,
+    NODE_LEVEL,
+    bandwidth_shortfall,
     best_gpu_set,
     build_hierarchy,
+    cluster_topology,
     domain_of,
     domains_at,
     generation_of,
     gpu_graph,
     parse_topo_matrix,
+    pick_gpus,
     set_bandwidth,
     token_bandwidth,
 )
@@ -447,3 +453,56 @@ def test_random_hierarchies_nest(specs: list[tuple[int, bool, bool]]) -> None:
             assert len({domain_of(tree, n, upper) for n in members}) == 1
     sizes = [len(m) for m in domains_at(tree, "rack").values()]
     assert sum(sizes) == len(nodes)
+
+
+# ------------------------------------------------------------------ the request's topology view
+
+
+def _request(nodes: list[dict[str, object]], **cluster: object) -> PlacementRequest:
+    return PlacementRequest.model_validate({"cluster": {"nodes": nodes, **cluster}})
+
+
+def _plain(name: str, labels: dict[str, str] | None = None, **topo: str) -> dict[str, object]:
+    return {"name": name, "gpu_model": "H100-SXM5-80GB", "gpus": 8, "cpu": 64, "memory_gib": 512,
+            "labels": labels or {}, "topology": topo}
+
+
+def test_cluster_topology_domains_and_rank() -> None:
+    # Input order interleaves racks; n3 takes its NVLink domain from the GFD clique label.
+    nodes = [_plain("n0", rack="r0", nvlink_domain="c0"), _plain("n1", rack="r1"),
+             _plain("n2", rack="r0", nvlink_domain="c0"), _plain("n3", {CLIQUE_LABEL: "c1"}, rack="r1"),
+             _plain("n4", rack="r1", nvlink_domain="c1")]
+    view = cluster_topology(_request(nodes))
+    nvlink, rack = view.level("nvlink_domain"), view.level("rack")
+    assert nvlink.names == ("c0", "<n1>", "c1") and [m.tolist() for m in nvlink.members] == [[0, 2], [1], [3, 4]]
+    assert rack.names == ("r0", "r1") and rack.of_node.tolist() == [0, 1, 0, 1, 1]
+    assert view.level(NODE_LEVEL).count == 5
+    # Hierarchy order: r0 (c0: n0, n2), then r1 (n1 alone, then c1: n3, n4).
+    assert view.ordered(range(5)) == [0, 2, 1, 3, 4]
+    assert view.height("node") < view.height("nvlink_domain") < view.height("rack") < view.height("block")
+    assert view.graphs == (None,) * 5  # no nvlink preset, no matrix: GPU choice falls back to lowest indices
+
+
+def test_cluster_topology_reads_label_levels() -> None:
+    spine = "network.topology.nvidia.com/spine"
+    nodes = [_plain("a", {spine: "s1"}, rack="r0"), _plain("b", {spine: "s1"}, rack="r1"), _plain("c", rack="r2")]
+    view = cluster_topology(_request(nodes, topology_levels=["rack", spine]))
+    assert view.levels == ("rack", spine)
+    assert view.level(spine).names == ("s1", "<rack:r2>")
+
+
+def test_pick_gpus_biggest_pod_first(dgx1: nx.Graph) -> None:
+    # Sizes 2, 4, 2 on an empty DGX-1: the quad {0,1,2,3} first, then pairs 4-7 and 5-6 (2 links each).
+    assert pick_gpus(dgx1, list(range(8)), [2, 4, 2]) == [[4, 7], [0, 1, 2, 3], [5, 6]]
+    # Without a graph: lowest free indices, still biggest first.
+    assert pick_gpus(None, [1, 2, 3, 5, 6, 7], [2, 4]) == [[6, 7], [1, 2, 3, 5]]
+
+
+def test_bandwidth_shortfall(dgx1: nx.Graph) -> None:
+    # {4,5,6}: links 1 + 1 + 2 = 4 (100 GB/s) against the best triangle's 5 (125 GB/s): 1 - 0.8.
+    marked = cluster_topology(_request([dict(_plain("d", nvlink="hybrid-cube-mesh"), gpu_model="V100-SXM2-32GB")]))
+    graph = marked.graphs[0]
+    assert graph is not None and not graph.graph["uniform"]
+    assert bandwidth_shortfall(graph, [4, 5, 6]) == pytest.approx(0.2)
+    assert bandwidth_shortfall(graph, [0, 1, 2, 3]) == 0.0 and bandwidth_shortfall(graph, [5]) == 0.0
+    assert bandwidth_shortfall(gpu_graph("nvswitch", 8), [0, 7]) == 0.0  # no "uniform" mark, still all equal

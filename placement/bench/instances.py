@@ -30,9 +30,17 @@ def _instances(target: str, args: argparse.Namespace) -> Iterator[tuple[str, dic
     path = Path(target)
     if not path.exists():
         raise SystemExit(f"error: no such instance file or folder: {target}")
-    files = [path] if path.is_file() else sorted(
-        p for p in path.rglob("*") if p.suffix in (".json", ".yaml", ".yml") and not p.name.endswith(".plan.json")
-        and not p.name.endswith(".best.json"))
+    files = (
+        [path]
+        if path.is_file()
+        else sorted(
+            p
+            for p in path.rglob("*")
+            if p.suffix in (".json", ".yaml", ".yml")
+            and not p.name.endswith(".plan.json")
+            and not p.name.endswith(".best.json")
+        )
+    )
     for f in files:
         data = load_document(f)
         if isinstance(data, dict) and "cluster" in data:
@@ -109,14 +117,30 @@ def _best_known(name: str) -> dict[str, Any] | None:
     return None
 
 
-COLUMNS = ("instance", "nodes", "jobs", "variables", "constraints", "build_s", "first_plan_s", "wall_s",
-           "status", "gap_pct", "objective", "greedy_objective", "vs_greedy_pct", "gpus_placed",
-           "greedy_gpus_placed", "winner")
+COLUMNS = (
+    "instance",
+    "nodes",
+    "jobs",
+    "variables",
+    "constraints",
+    "build_s",
+    "first_plan_s",
+    "wall_s",
+    "status",
+    "gap_pct",
+    "objective",
+    "greedy_objective",
+    "vs_greedy_pct",
+    "gpus_placed",
+    "greedy_gpus_placed",
+    "winner",
+)
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    cols = [c for c in COLUMNS if any(c in r for r in rows)] + [c for c in ("best_known", "best_bound")
-                                                                if any(c in r for r in rows)]
+    cols = [c for c in COLUMNS if any(c in r for r in rows)] + [
+        c for c in ("best_known", "best_bound") if any(c in r for r in rows)
+    ]
     cells = [[str(r.get(c, "")) for c in cols] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True))]
@@ -129,8 +153,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("target", help="a folder or file of requests, or 'generated'")
     ap.add_argument("--sizes", type=_ranges, default=[64, 256, 1024], help="generated: node counts, e.g. 64,256")
     ap.add_argument("--seeds", type=_ranges, default=[1, 2, 3], help="generated: seeds, e.g. 1-3")
-    ap.add_argument("--jobs-per-node", type=float, default=1.5,
-                    help="generated: pending jobs per node (1.5 ≈ 0.8× free GPUs; 6 ≈ 3×)")
+    ap.add_argument(
+        "--jobs-per-node",
+        type=float,
+        default=1.5,
+        help="generated: pending jobs per node (1.5 ≈ 0.8× free GPUs; 6 ≈ 3×)",
+    )
     ap.add_argument("--time-limit", type=float, default=10.0)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--deterministic", action="store_true")

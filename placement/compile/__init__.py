@@ -10,11 +10,24 @@ from types import ModuleType
 
 import numpy as np
 
-from placement.compile import capacity, fragmentation, gang, priority
+from placement.compile import (
+    capacity,
+    cost,
+    fairness,
+    fragmentation,
+    gang,
+    mig,
+    preemption,
+    priority,
+    quota,
+    sharing,
+    topology,
+)
 from placement.compile.context import SCALE, ModelContext
 from placement.problem import Problem
 
-MODULES: tuple[ModuleType, ...] = (gang, capacity, priority, fragmentation)
+MODULES: tuple[ModuleType, ...] = (gang, capacity, priority, fragmentation, cost, quota, fairness, preemption,
+                                   topology, mig, sharing)
 
 
 def build(problem: Problem, candidates: list[np.ndarray] | None = None) -> ModelContext:

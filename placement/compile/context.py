@@ -62,6 +62,13 @@ class ModelContext:
 
     `x[t]` holds, per candidate node of task t (aligned with `candidates[t]`), an integer: how many
     of the task's identical pods go there. `placed[j]` says whether job j runs in this plan.
+
+    `evicted[r]` (running job r, an index into `problem.running`) is true when the plan preempts
+    it, whole. Only running jobs that could be preempted at all have one (preemption on, the job
+    preemptible and past its minimum runtime, some pending job that could justify it); every
+    other running job is kept, a constant. Three modules read it: capacity credits r's resources
+    on its nodes (`released`), quota counts a team's kept running GPUs, and preemption says when
+    it may be true and what it costs.
     """
 
     def __init__(self, problem: Problem, candidates: list[np.ndarray] | None = None) -> None:
@@ -72,6 +79,7 @@ class ModelContext:
         self.x: list[list[cp_model.IntVar]] = []
         self.upper: list[list[int]] = []  # each x variable's upper bound, aligned with x
         self._hint_rules: list[Callable[[ModelContext, Placement, dict[int, int]], None]] = []
+        self._read_rules: list[Callable[[ModelContext, dict[int, int], Placement], None]] = []
         for t, task in enumerate(problem.tasks):
             cap = dict(zip(task.candidates.tolist(), task.max_per_node.tolist(), strict=True))
             bounds = [cap[int(n)] for n in self.candidates[t]]
@@ -82,6 +90,10 @@ class ModelContext:
             ])
         self._per_node: list[list[tuple[cp_model.IntVar, int, int]]] | None = None
         self.placed = [self.model.new_bool_var(f"placed[{j}]") for j in range(len(problem.jobs))]
+        self.evicted: dict[int, cp_model.IntVar] = {
+            r: self.model.new_bool_var(f"evicted[{r}]") for r in _preemptable(problem)
+        }
+        self._released: dict[int, list[tuple[cp_model.IntVar, np.ndarray]]] | None = None
 
     def task_pods(self, t: int) -> cp_model.LinearExprT:
         return cp_model.LinearExpr.sum(self.x[t])
@@ -96,9 +108,29 @@ class ModelContext:
             self._per_node = per_node
         return self._per_node
 
+    def released(self, n: int) -> list[tuple[cp_model.IntVar, np.ndarray]]:
+        """(evicted var, resources freed on node n) for each running job on n that the plan may preempt."""
+        if self._released is None:
+            per: dict[int, list[tuple[cp_model.IntVar, np.ndarray]]] = {}
+            for r, var in self.evicted.items():
+                info = self.problem.running[r]
+                for k, node in enumerate(info.nodes.tolist()):
+                    per.setdefault(node, []).append((var, info.use[k]))
+            self._released = per
+        return self._released.get(n, [])
+
     def on_hint(self, rule: Callable[[ModelContext, Placement, dict[int, int]], None]) -> None:
         """Register how a module derives its auxiliary variables' values from a placement."""
         self._hint_rules.append(rule)
+
+    def on_read(self, rule: Callable[[ModelContext, dict[int, int], Placement], None]) -> None:
+        """Register how a module writes its choices beyond pod counts (e.g. MIG layouts) into a placement
+        read from solver values: the inverse of its hint rule."""
+        self._read_rules.append(rule)
+
+    def read_extras(self, values: dict[int, int], placement: Placement) -> None:
+        for rule in self._read_rules:
+            rule(self, values, placement)
 
     def assignment_of(self, placement: Placement) -> dict[int, int]:
         """Every variable's value for a given placement: primaries first, then each module's auxiliaries.
@@ -113,6 +145,8 @@ class ModelContext:
         jobs = placement.placed_jobs(self.problem)
         for j, var in enumerate(self.placed):
             values[var.index] = int(j in jobs)
+        for r, var in self.evicted.items():
+            values[var.index] = int(r in placement.evicted)
         for rule in self._hint_rules:
             rule(self, placement, values)
         return values
@@ -121,3 +155,13 @@ class ModelContext:
         self.model.clear_hints()
         for index, value in values.items():
             self.model.add_hint(self.model.get_int_var_from_proto_index(index), value)
+
+
+def _preemptable(problem: Problem) -> list[int]:
+    """Running jobs some pending job could justify preempting (cheap test; compile/preemption.py is exact)."""
+    if not problem.jobs:
+        return []
+    top = max(job.priority for job in problem.jobs)
+    teams = set(problem.job_team)
+    return [r.index for r in problem.running
+            if r.evictable and (r.priority < top or (r.over_nominal and bool(teams - {r.team})))]

@@ -3,10 +3,12 @@
 Each distinct priority level among pending jobs gets a weight from 1 (lowest) to 10 (highest)
 per GPU, so a high-priority gang outweighs several low ones of the same size but a huge
 low-priority gang is not worthless. CPU-only pods count 0.01 GPU so they are placed when free.
+A MIG or shared pod counts the part of a GPU it takes (placement/devices.py `gpu_value`).
 """
 
 from __future__ import annotations
 
+from placement import devices
 from placement.compile.context import ModelContext
 
 CPU_POD_VALUE = 0.01
@@ -20,7 +22,7 @@ def level_weights(priorities: list[int]) -> dict[int, float]:
     return {p: 1.0 + (TOP_WEIGHT - 1.0) * i / (len(levels) - 1) for i, p in enumerate(levels)}
 
 
-def pod_value(gpus: int) -> float:
+def pod_value(gpus: float) -> float:
     return float(gpus) if gpus > 0 else CPU_POD_VALUE
 
 
@@ -28,5 +30,5 @@ def apply(ctx: ModelContext) -> None:
     weights = level_weights([job.priority for job in ctx.problem.jobs])
     weight = ctx.problem.request.policy.weights.priority
     for t, task in enumerate(ctx.problem.tasks):
-        w = weights[ctx.problem.jobs[task.job].priority] * pod_value(task.spec.gpus)
+        w = weights[ctx.problem.jobs[task.job].priority] * pod_value(devices.gpu_value(ctx.problem, t))
         ctx.objective.add("priority", ctx.x[t], [w] * len(ctx.x[t]), weight)

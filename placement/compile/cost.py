@@ -1,0 +1,175 @@
+"""Cost: spot vs on-demand, reclaim risk, the peak reserve, off-peak deferral and provisioning.
+
+Terms (all penalties, in GPU-equivalents; the arithmetic lives in `placement.pricing`):
+
+* ``cost.compute`` — price × GPUs × expected runtime of every pod placed;
+* ``cost.reclaim_risk`` — expected work lost to spot reclaims, priced (restart included);
+* ``cost.provisioning`` — minimum billing of every node a pool adds;
+* ``deferral`` — during peak a deferrable job is worth half its priority value (deferring it
+  loses only the delay, not the work), so it yields to everything else of its priority and
+  waits when its cost outweighs the rest; off-peak it is worth 5 % more, so it goes first
+  among jobs of equal priority without jumping a priority level.
+
+**Currency → GPU-equivalents.** ``policy.weights.cost`` is GPU-equivalents per currency unit:
+a term's coefficient is ``-weight × dollars``. At the default 0.001, $1,000 of expected cost
+weighs as much as placing one lowest-priority GPU; the plan's `cost` block reports the
+dollars themselves. Objective coefficients are integers at `SCALE` = 1000 per GPU-equivalent,
+so at the default weight the model sees costs to the dollar: cheaper-than-a-dollar
+differences (very short jobs) are ties to the solver, though the plan still reports them exactly.
+
+Hard rules: a job without ``spot_ok`` has no spot node among its candidates (`placement.problem`
+filters them before any variable exists); during peak, new pods leave ``policy.reserve[pool]``
+GPUs of a pool's existing nodes free; a pod may sit on an added node only if the plan adds it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from placement import pricing, provision
+from placement.baseline import _place_task
+from placement.compile.context import ModelContext
+from placement.compile.priority import level_weights, pod_value
+from placement.problem import Problem
+from placement.solution import Placement
+
+#: Share of its priority value a deferrable job keeps during peak hours.
+PEAK_VALUE_FACTOR = 0.5
+#: Extra share of its priority value a deferrable job gets off-peak (goes first among equals).
+OFF_PEAK_BONUS = 0.05
+
+
+def apply(ctx: ModelContext) -> None:
+    problem = ctx.problem
+    request = problem.request
+    prices = pricing.node_prices(request.cluster.pools, problem.nodes)
+    weight = request.policy.weights.cost
+    if weight > 0 and pricing.priced(request):
+        for t, task in enumerate(problem.tasks):
+            job = problem.jobs[task.job]
+            cand = ctx.candidates[t]
+            gpus = int(task.demand[0])
+            compute = pricing.compute_cost(job, gpus, prices.price[cand])
+            risk = pricing.reclaim_risk(job, prices.price[cand], prices.reclaim[cand])
+            ctx.objective.add("cost.compute", ctx.x[t], -np.asarray(compute), weight)
+            if prices.reclaim[cand].any():
+                ctx.objective.add("cost.reclaim_risk", ctx.x[t], -np.asarray(risk), weight)
+    _reserve(ctx)
+    _deferral(ctx)
+    _provisioning(ctx, weight)
+
+
+def _reserve(ctx: ModelContext) -> None:
+    """During peak: GPUs new pods take on a pool's existing nodes <= free GPUs there − reserve."""
+    problem = ctx.problem
+    allowance = pricing.reserve_allowance(problem.request, problem.nodes, problem.free[:, 0])
+    if not allowance:
+        return
+    real = provision.first_added(problem.request)
+    per_node = ctx.node_terms()
+    for pool, allowed in allowance.items():
+        pairs = [(var, int(problem.tasks[t].demand[0]), ub) for n in range(real) if problem.nodes[n].pool == pool
+                 for var, t, ub in per_node[n] if problem.tasks[t].demand[0] > 0]
+        if sum(g * ub for _, g, ub in pairs) <= allowed:
+            continue  # cannot reach the reserve: no row needed
+        ctx.model.add(cp_model.LinearExpr.weighted_sum([v for v, _, _ in pairs], [g for _, g, _ in pairs])
+                      <= allowed)
+
+
+def priority_value(problem: Problem, t: int) -> float:
+    """The value `compile/priority.py` gives one pod of task t (its weight applied)."""
+    levels = level_weights([job.priority for job in problem.jobs])
+    task = problem.tasks[t]
+    weight = problem.request.policy.weights.priority
+    return weight * levels[problem.jobs[task.job].priority] * pod_value(task.spec.gpus)
+
+
+def _deferral(ctx: ModelContext) -> None:
+    problem = ctx.problem
+    peak = problem.request.policy.peak
+    share = -(1.0 - PEAK_VALUE_FACTOR) if peak else OFF_PEAK_BONUS
+    for t, task in enumerate(problem.tasks):
+        if problem.jobs[task.job].deferrable:
+            value = share * priority_value(problem, t)
+            ctx.objective.add("deferral", ctx.x[t], [value] * len(ctx.x[t]))
+
+
+def _provisioning(ctx: ModelContext, weight: float) -> None:
+    """One boolean per added node that some pod may use: pods go there only if the plan adds it."""
+    problem = ctx.problem
+    start = provision.first_added(problem.request)
+    opened: dict[int, cp_model.IntVar] = {}
+    for n in range(start, problem.n_nodes):
+        pairs = ctx.node_terms()[n]
+        if not pairs:
+            continue
+        b = ctx.model.new_bool_var(f"added[{n}]")
+        for var, _, ub in pairs:
+            ctx.model.add(var <= ub * b)
+        opened[n] = b
+    if not opened:
+        return
+    charges = [pricing.provisioning_charge(problem.request, problem.nodes[n]) for n in opened]
+    ctx.objective.add("cost.provisioning", list(opened.values()), [-c for c in charges], weight)
+
+    def hint(ctx: ModelContext, placement: Placement, values: dict[int, int]) -> None:
+        used = {n for (_, n), k in placement.counts.items() if k}
+        for n, b in opened.items():
+            values[b.index] = int(n in used)
+
+    ctx.on_hint(hint)
+
+
+# --------------------------------------------------------------------------------------------
+# Pending reasons that only this concern can give (called by decode after the generic reason).
+
+
+def pending_reason(problem: Problem, j: int, placement: Placement, usage: np.ndarray, reason: str) -> str:
+    """Refine the generic reason of a pending job when spot, the reserve or cost kept it out."""
+    job = problem.jobs[j]
+    for t in problem.job_tasks[j]:
+        stage = next((s for s, left in problem.tasks[t].funnel if left == 0), None)
+        if stage == "spot":
+            return (f"task '{problem.tasks[t].name}' fits only on spot nodes and the job is not spot_ok "
+                    "(set spot_ok: true if it can lose work to a reclaim)")
+        if stage is not None:
+            return reason
+    specific = _reserve_or_cost(problem, j, placement, usage)
+    if problem.request.policy.peak and job.deferrable:
+        return f"deferred to off-peak: {specific or reason}"
+    return specific or reason
+
+
+def _reserve_or_cost(problem: Problem, j: int, placement: Placement, usage: np.ndarray) -> str | None:
+    left = problem.free - usage
+    trial = left.copy()
+    counts: dict[tuple[int, int], int] = {}
+    placed = sum(_place_task(problem, t, trial, counts) for t in problem.job_tasks[j])
+    if placed < problem.jobs[j].needed:
+        return None
+    request = problem.request
+    allowance = pricing.reserve_allowance(request, problem.nodes, problem.free[:, 0])
+    real = provision.first_added(request)
+    for pool, allowed in allowance.items():
+        taken = sum(int(usage[n, 0]) for n in range(real) if problem.nodes[n].pool == pool)
+        wants = sum(int(problem.tasks[t].demand[0]) * k for (t, n), k in counts.items()
+                    if n < real and problem.nodes[n].pool == pool)
+        if wants and taken + wants > allowed:
+            return (f"pool {pool} holds back {request.policy.reserve[pool]} GPUs during peak (policy.reserve); "
+                    f"{allowed - taken} GPUs of it are left for new work and the gang would need {wants}")
+    if not pricing.priced(request):
+        return None
+    prices = pricing.node_prices(request.cluster.pools, problem.nodes)
+    job = problem.jobs[j]
+    dollars = sum(k * (pricing.compute_cost(job, int(problem.tasks[t].demand[0]), prices.price[n])
+                       + pricing.reclaim_risk(job, prices.price[n], prices.reclaim[n]))
+                  for (t, n), k in counts.items())
+    value = sum(k * priority_value(problem, t) for (t, _), k in counts.items())
+    if request.policy.peak and job.deferrable:
+        value *= PEAK_VALUE_FACTOR
+    weighted = request.policy.weights.cost * float(dollars)
+    if weighted > value:
+        return (f"cost: expected {float(dollars):,.2f} in the free capacity weighs {weighted:.3g} GPU-equivalents "
+                f"(policy.weights.cost), more than placing it is worth ({value:.3g})")
+    return None

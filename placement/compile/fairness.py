@@ -1,0 +1,99 @@
+"""Fairness and aging (soft): under-served teams first, and a job's value grows while it waits.
+
+**fairness.** Each team's entitlement E_T is its weighted max-min share of the cluster's GPUs
+given its demand, quota and past usage (placement/teams.py). The team's utility is concave and
+piecewise linear in the GPUs it holds after the plan, A_T: each quarter of E_T is worth less per
+GPU than the one before (1, ¾, ½, ¼ × the weight), and GPUs beyond E_T add nothing here. So, at
+equal priority, the next free GPUs go to the team furthest below its entitlement, and a team
+above it gains nothing from taking more. Encoded one-sidedly (CPSAT.md lesson 7):
+
+    seg_{T,k} ∈ [0, E_T/4],   Σ_k seg_{T,k} ≤ A_T,   maximise Σ slope_k·seg_{T,k}
+
+Decreasing slopes make the solver fill the segments in order, so no ordering constraint is needed.
+
+**aging.** A placed pod is worth `weights.aging` × its GPUs (0.01 for a CPU-only pod, as in the
+priority term) per day its job has waited since `submitted_at` (against the planning time),
+capped at `MAX_AGE_DAYS`, so that a long wait eventually outweighs a gap in priority.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from placement.compile.context import SCALE, ModelContext
+from placement.compile.priority import pod_value
+from placement.compile.quota import bounds, team_gpus
+from placement.solution import Placement
+from placement.teams import held_after, problem_entitlements
+
+#: Value per GPU of each successive quarter of a team's entitlement (× weights.fairness).
+SLOPES = (1.0, 0.75, 0.5, 0.25)
+#: Waiting counts up to this many days: bounds the objective and mirrors Slurm's PriorityMaxAge.
+MAX_AGE_DAYS = 30.0
+
+
+def segments(entitlement: float) -> list[int]:
+    """Integer widths of the utility's segments: breakpoints at round(E·k/4), so they add up to round(E)."""
+    points = [round(entitlement * k / len(SLOPES)) for k in range(len(SLOPES) + 1)]
+    return [b - a for a, b in zip(points, points[1:], strict=False)]
+
+
+def fill(held: int, widths: list[int]) -> list[int]:
+    """How the GPUs a team holds fill the segments, lowest (most valuable) first."""
+    out = []
+    for w in widths:
+        take = max(0, min(w, held))
+        out.append(take)
+        held -= take
+    return out
+
+
+def apply(ctx: ModelContext) -> None:
+    _fairness(ctx)
+    _aging(ctx)
+
+
+def _fairness(ctx: ModelContext) -> None:
+    problem = ctx.problem
+    weight = problem.request.policy.weights.fairness
+    if problem.teams is None or weight == 0:
+        return
+    entitled = problem_entitlements(problem)
+    held = team_gpus(ctx, np.ones(problem.n_nodes, dtype=bool))
+    segs: dict[int, list[cp_model.IntVar]] = {}
+    for team, (variables, coefs, const) in enumerate(held):
+        widths = segments(float(entitled[team]))
+        if not variables or not any(widths):
+            continue  # nothing the plan can change, or nothing owed
+        seg = [ctx.model.new_int_var(0, w, f"fair[{team},{k}]") for k, w in enumerate(widths)]
+        ctx.model.add(cp_model.LinearExpr.sum(seg) <= cp_model.LinearExpr.weighted_sum(variables, coefs) + const)
+        ctx.objective.add("fairness", seg, list(SLOPES), weight)
+        segs[team] = seg
+
+    def hint(ctx: ModelContext, placement: Placement, values: dict[int, int]) -> None:
+        after = held_after(ctx.problem, placement)
+        for team, seg in segs.items():
+            for var, v in zip(seg, fill(int(after[team]), [bounds(s)[1] for s in seg]), strict=True):
+                values[var.index] = v
+
+    if segs:
+        ctx.on_hint(hint)
+
+
+def waited_days(ctx: ModelContext, j: int) -> float:
+    submitted = ctx.problem.jobs[j].submitted_at
+    if submitted is None:
+        return 0.0
+    now = ctx.problem.request.planning_time()
+    return min(MAX_AGE_DAYS, max(0.0, (now - submitted).total_seconds() / 86400.0))
+
+
+def _aging(ctx: ModelContext) -> None:
+    weight = ctx.problem.request.policy.weights.aging
+    if weight == 0:
+        return
+    for t, task in enumerate(ctx.problem.tasks):
+        days = waited_days(ctx, task.job)
+        if round(pod_value(task.spec.gpus) * days * weight * SCALE) and ctx.x[t]:
+            ctx.objective.add("aging", ctx.x[t], [pod_value(task.spec.gpus) * days] * len(ctx.x[t]), weight)

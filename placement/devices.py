@@ -1,0 +1,959 @@
+"""Per-GPU bookkeeping for GPUs that several pods share: MIG instances and time-sliced/MPS GPUs.
+
+Whole-GPU pods are counted per node (problem.free); pods that take part of a GPU need to know
+*which* GPU and, for MIG, which slots: this module keeps that ledger, for every stage that needs it.
+
+* **Legal layouts** (HARDWARE.md §1.3): instances occupy consecutive memory slices from a legal
+  start, no two share a slice, per-profile counts are capped, at most one media (`+me`, whole-GPU)
+  instance per GPU. `configs` enumerates, per GPU situation (the instances running pods hold, the
+  free ones, the profiles pending pods want), every layout worth considering, reduced to the
+  Pareto-maximal supplies of wanted instances: exact for pods that only care *how many* instances
+  of a profile a node offers, and small (a few dozen per situation, cached).
+* **The view** (`build`): per node, healthy partitioned GPUs (occupied / free instances), shared
+  GPUs (what running pods left), and the *plain* GPUs whole-GPU pods may take. Whole-GPU capacity
+  (problem.free[:, 0]) counts plain GPUs, plus idle partitioned GPUs when re-partitioning is allowed
+  (they may be made whole again); it never counts a partitioned or shared GPU otherwise.
+* **Candidates** (`restrict`): a MIG or shared pod's nodes are filtered before any variable exists.
+* **Greedy** (`GreedyDevices`): first-fit into free instances and shares, then (when allowed) the
+  cheapest re-partition; the baseline planner uses it, and so do pending reasons.
+* **Decode** (`pod_picks`, `whole_gpu_ids`, `mig_changes`, `attach`): the exact, cheap step from
+  per-node counts and per-GPU layouts to concrete GPU indices, instances and shares.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from functools import cache
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from models import Assignment, ErrorList, MigChange, MigInstance, MigSlot, Node, PlacementRequest, Task
+from placement import catalog
+from placement.catalog import MigGeometry, MigProfile
+
+if TYPE_CHECKING:
+    from placement.problem import Problem, TaskInfo
+    from placement.solution import Placement
+
+#: One MIG instance: (profile name, first memory slice). A layout is a tuple of them, sorted by start.
+Instance = tuple[str, int]
+Layout = tuple[Instance, ...]
+
+#: Candidate-filter stages this module adds to a task's funnel (explain.py turns them into reasons).
+STAGES = ("mig_profile", "mig_room", "shared_gpus", "share_room")
+
+MILLI = 1000
+
+
+def _geo(model: str) -> MigGeometry:
+    found = catalog.lookup(model)
+    assert found is not None and found.mig is not None, model
+    return found.mig
+
+
+def _sorted(layout: Iterable[Instance]) -> Layout:
+    return tuple(sorted(layout, key=lambda i: i[1]))
+
+
+# --------------------------------------------------------------------------------------------
+# Legal layouts
+
+
+def layout_problems(geo: MigGeometry, layout: Iterable[Instance]) -> list[tuple[int, str, str]]:
+    """(index in the layout, field, reason) for every rule an instance breaks; empty when legal."""
+    out: list[tuple[int, str, str]] = []
+    used: dict[int, Instance] = {}
+    counts: dict[str, int] = {}
+    media: Instance | None = None
+    for k, (name, start) in enumerate(layout):
+        p = geo.profile(name)
+        if p is None:
+            out.append((k, "profile", f"{geo.model} has no MIG profile '{name}' "
+                        f"(profiles: {', '.join(q.name for q in geo.profiles)})"))
+            continue
+        if start not in p.starts:
+            out.append((k, "start", f"{p.name} starts at memory slice {_or(p.starts)} on {geo.model}, not {start}"))
+            continue
+        clash = sorted({used[m] for m in p.slices(start) if m in used}, key=lambda i: i[1])
+        if clash:
+            out.append((k, "start", f"{p.name}@{start} overlaps {', '.join(f'{n}@{s}' for n, s in clash)} "
+                        "(instances may not share a memory slice)"))
+            continue
+        counts[p.name] = counts.get(p.name, 0) + 1
+        if counts[p.name] > p.max_count:
+            out.append((k, "profile", f"more than {p.max_count} {p.name} instance(s) on one GPU"))
+            continue
+        if p.media and media is not None:
+            out.append((k, "profile", f"{p.name} and {media[0]}@{media[1]} both need the GPU's single media "
+                        "engine set (at most one +me or whole-GPU instance per GPU)"))
+            continue
+        media = (p.name, start) if p.media else media
+        used.update(dict.fromkeys(p.slices(start), (p.name, start)))
+    return out
+
+
+def _or(values: Iterable[int]) -> str:
+    v = [str(x) for x in values]
+    return v[0] if len(v) == 1 else ", ".join(v[:-1]) + " or " + v[-1]
+
+
+def _state(geo: MigGeometry, layout: Iterable[Instance]) -> tuple[int, dict[str, int], bool]:
+    """(bitmask of used memory slices, count per profile, media engine taken) of a legal layout."""
+    mask, counts, media = 0, {}, False
+    for name, start in layout:
+        p = geo.profile(name)
+        assert p is not None
+        mask |= _bits(p, start)
+        counts[p.name] = counts.get(p.name, 0) + 1
+        media = media or p.media
+    return mask, counts, media
+
+
+def _bits(p: MigProfile, start: int) -> int:
+    return ((1 << p.memory_slices) - 1) << start
+
+
+def _fits(p: MigProfile, start: int, mask: int, counts: dict[str, int], media: bool) -> bool:
+    return (start in p.starts and not mask & _bits(p, start) and counts.get(p.name, 0) < p.max_count
+            and not (p.media and media))
+
+
+@cache
+def completions(model: str, fixed: Layout, relevant: tuple[str, ...]) -> tuple[Layout, ...]:
+    """Every set of instances of `relevant` profiles that can join `fixed` legally (the empty set too).
+
+    Slice by slice: leave it empty or start an instance there. Each set comes out exactly once; for
+    the whole 8-slice profile family that is a few thousand sets, for the profiles pods ask, far fewer.
+    """
+    geo = _geo(model)
+    profiles = [p for p in geo.profiles if p.name in relevant]
+    mask0, counts0, media0 = _state(geo, fixed)
+    out: list[Layout] = []
+
+    def rec(m: int, mask: int, counts: dict[str, int], media: bool, chosen: list[Instance]) -> None:
+        if m >= geo.memory_slices:
+            out.append(tuple(chosen))
+            return
+        if mask >> m & 1:
+            rec(m + 1, mask, counts, media, chosen)
+            return
+        rec(m + 1, mask, counts, media, chosen)
+        for p in profiles:
+            if _fits(p, m, mask, counts, media):
+                counts[p.name] = counts.get(p.name, 0) + 1
+                chosen.append((p.name, m))
+                rec(m + p.memory_slices, mask | _bits(p, m), counts, media or p.media, chosen)
+                chosen.pop()
+                counts[p.name] -= 1
+
+    rec(0, mask0, dict(counts0), media0, [])
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Config:
+    """One choice for one GPU: its layout (None: whole, MIG off), the free instances it offers per wanted
+    profile, and whether it differs from what the GPU has now."""
+
+    layout: Layout | None
+    supply: tuple[int, ...]
+    changed: bool
+
+    @property
+    def whole(self) -> bool:
+        return self.layout is None
+
+
+@cache
+def configs(model: str, occupied: Layout, free: Layout | None, relevant: tuple[str, ...], changes: bool,
+            whole_ok: bool) -> tuple[Config, ...]:
+    """The layouts worth considering for a GPU, current first.
+
+    `free` None: the GPU is whole now. Without `changes`, only the current layout. With them: the
+    whole GPU (when no instance is occupied and `whole_ok`), and every legal layout that keeps the
+    occupied instances, reduced to the Pareto-maximal supplies of `relevant` instances that beat
+    the current layout somewhere. Among layouts with the same supply, the one destroying the fewest
+    free instances is kept (free instances no pod needs stay where the slices allow).
+    """
+    zero = (0,) * len(relevant)
+    if free is None:
+        current = Config(None, zero, False)
+    else:
+        current = Config(_sorted(occupied + free), _supply(free, relevant), False)
+    out = [current]
+    if not changes:
+        return tuple(out)
+    if free is not None and not occupied and whole_ok:
+        out.append(Config(None, zero, True))
+    geo = _geo(model)
+    best: dict[tuple[int, ...], tuple[int, Layout]] = {}
+    for extra in completions(model, occupied, relevant):
+        mask, counts, media = _state(geo, occupied + extra)
+        kept: list[Instance] = []
+        for name, start in free or ():
+            p = geo.profile(name)
+            assert p is not None
+            if _fits(p, start, mask, counts, media):
+                kept.append((name, start))
+                mask |= _bits(p, start)
+                counts[p.name] = counts.get(p.name, 0) + 1
+                media = media or p.media
+        layout = _sorted(occupied + extra + tuple(kept))
+        if layout == current.layout:
+            continue
+        supply = _supply(extra + tuple(kept), relevant)
+        if supply == zero or (current.layout is not None and _dominated(supply, current.supply)):
+            continue
+        destroyed = len(free or ()) - len(kept)
+        if supply not in best or destroyed < best[supply][0]:
+            best[supply] = (destroyed, layout)
+    front = [s for s in best if not any(o != s and _dominated(s, o) for o in best)]
+    out.extend(Config(best[s][1], s, True) for s in sorted(front, reverse=True))
+    return tuple(out)
+
+
+def _supply(layout: Iterable[Instance], relevant: tuple[str, ...]) -> tuple[int, ...]:
+    names = [name for name, _ in layout]
+    return tuple(names.count(r) for r in relevant)
+
+
+def _dominated(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    return all(x <= y for x, y in zip(a, b, strict=True))
+
+
+def max_instances(model: str, occupied: Layout, free: Layout | None, profile: str, changes: bool) -> int:
+    """The most free `profile` instances this GPU can offer (after a re-partition, when allowed)."""
+    return max(c.supply[0] for c in configs(model, occupied, free, (profile,), changes, False))
+
+
+# --------------------------------------------------------------------------------------------
+# The view of one request
+
+
+@dataclass(frozen=True)
+class MigGpu:
+    """A healthy partitioned GPU: instances running pods hold (never move) and free ones."""
+
+    node: int
+    gpu: int
+    occupied: Layout
+    free: Layout
+
+    @property
+    def layout(self) -> Layout:
+        return _sorted(self.occupied + self.free)
+
+    @property
+    def idle(self) -> bool:
+        return not self.occupied
+
+
+@dataclass(frozen=True)
+class SharedGpu:
+    """A healthy time-sliced/MPS GPU and what its running pods leave: pods, milli-GPU, MiB of GPU memory."""
+
+    node: int
+    gpu: int
+    mode: str
+    replicas: int
+    pods_left: int
+    milli_left: int
+    mib_left: int
+    memory_gib: float  # the model's
+
+
+@dataclass(frozen=True)
+class DeviceView:
+    changes: bool  # policy.allow_mig_changes
+    max_changes: int | None
+    models: tuple[str | None, ...]  # canonical model per node
+    mig: tuple[tuple[MigGpu, ...], ...]  # per node
+    shared: tuple[tuple[SharedGpu, ...], ...]  # per node
+    plain: tuple[tuple[int, ...], ...]  # per node: healthy, unheld, neither partitioned nor shared
+    whole_free: np.ndarray  # (N,) GPUs whole-GPU pods may count on (see module doc)
+
+    def geometry(self, n: int) -> MigGeometry | None:
+        model = self.models[n]
+        return catalog.mig_geometry(model) if model else None
+
+    @property
+    def active(self) -> bool:
+        return any(self.mig) or any(self.shared)
+
+
+def build(request: PlacementRequest, nodes: tuple[Node, ...], models: tuple[str | None, ...]) -> DeviceView:
+    """Index partitioned and shared GPUs; MIG layouts and shares are checked against the catalog here
+    (models/ cannot read it), with the path of the offending field."""
+    errors = ErrorList("PlacementRequest")
+    index = {n.name: i for i, n in enumerate(nodes)}
+    occupied: dict[tuple[int, int], set[int]] = {}
+    held: list[set[int]] = [set(n.unhealthy_gpus) for n in nodes]
+    share_use: dict[tuple[int, int], list[tuple[int, int]]] = {}  # (node, gpu) -> [(milli, mib)]
+    for job in request.cluster.running:
+        for pod in job.pods:
+            i = index[pod.node]
+            if pod.mig is not None:
+                occupied.setdefault((i, pod.mig.gpu), set()).add(pod.mig.start)
+            elif pod.gpu_share is not None:
+                model = catalog.lookup(models[i] or "")
+                gib = pod.gpu_memory_gib if pod.gpu_memory_gib is not None else pod.gpu_share * (
+                    model.memory_gib if model else 0.0)
+                share_use.setdefault((i, pod.gpus[0]), []).append((_milli(pod.gpu_share), _mib(gib)))
+            else:
+                held[i].update(pod.gpus)
+    mig: list[tuple[MigGpu, ...]] = []
+    shared: list[tuple[SharedGpu, ...]] = []
+    plain: list[tuple[int, ...]] = []
+    for i, node in enumerate(nodes):
+        mig.append(_node_mig(errors, i, node, models[i], occupied))
+        shared.append(_node_shared(errors, i, node, models[i], share_use))
+        held[i].update(node.mig, node.sharing)
+        plain.append(tuple(g for g in range(node.gpus) if g not in held[i]))
+    errors.raise_if_any()
+    changes = request.policy.allow_mig_changes
+    whole = np.array([len(p) + (sum(g.idle for g in m) if changes else 0) for p, m in zip(plain, mig, strict=True)],
+                     dtype=np.int64)
+    return DeviceView(changes=changes, max_changes=request.policy.max_mig_changes, models=models, mig=tuple(mig),
+                      shared=tuple(shared), plain=tuple(plain), whole_free=whole)
+
+
+def _milli(share: float) -> int:
+    return int(math.ceil(share * MILLI - 1e-6))
+
+
+def _mib(gib: float) -> int:
+    return int(math.ceil(gib * 1024 - 1e-6))
+
+
+def _node_mig(errors: ErrorList, i: int, node: Node, model: str | None,
+              occupied: dict[tuple[int, int], set[int]]) -> tuple[MigGpu, ...]:
+    if not node.mig:
+        return ()
+    base = ("cluster", "nodes", i, "mig")
+    geo = catalog.mig_geometry(model)
+    if geo is None:
+        errors.add(base, f"GPU model '{node.gpu_model}' has no MIG (MIG models: {', '.join(catalog.mig_models())})",
+                   node.gpu_model)
+        return ()
+    out = []
+    for g in sorted(node.mig):
+        layout = [(i.profile, i.start) for i in node.mig[g]]
+        problems = layout_problems(geo, layout)
+        for k, field, reason in problems:
+            errors.add((*base, g, k, field), reason, layout[k][1] if field == "start" else layout[k][0])
+        if problems or g in node.unhealthy_gpus:
+            continue
+        canon = [(_canonical(geo, name), start) for name, start in layout]
+        busy = occupied.get((i, g), set())
+        out.append(MigGpu(node=i, gpu=g, occupied=_sorted(x for x in canon if x[1] in busy),
+                          free=_sorted(x for x in canon if x[1] not in busy)))
+    return tuple(out)
+
+
+def _canonical(geo: MigGeometry, name: str) -> str:
+    p = geo.profile(name)
+    assert p is not None
+    return p.name
+
+
+def _node_shared(errors: ErrorList, i: int, node: Node, model: str | None,
+                 share_use: dict[tuple[int, int], list[tuple[int, int]]]) -> tuple[SharedGpu, ...]:
+    found = catalog.lookup(model) if model else None
+    out = []
+    for g in sorted(node.sharing):
+        spec = node.sharing[g]
+        used = share_use.get((i, g), [])
+        memory = found.memory_gib if found else 0.0
+        mib_left = _mib(memory) - sum(m for _, m in used)
+        if mib_left < 0:
+            errors.add(("cluster", "nodes", i, "sharing", g), f"running pods on GPU {g} use "
+                       f"{sum(m for _, m in used) / 1024:g} GiB of GPU memory, more than the {memory:g} GiB of "
+                       f"{model} (time-slicing has no memory isolation)", None)
+        if g in node.unhealthy_gpus:
+            continue
+        out.append(SharedGpu(node=i, gpu=g, mode=spec.mode, replicas=spec.replicas,
+                             pods_left=spec.replicas - len(used), milli_left=MILLI - sum(m for m, _ in used),
+                             mib_left=mib_left, memory_gib=memory))
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------------------------
+# Tasks
+
+
+def is_mig(spec: Task) -> bool:
+    return spec.mig_profile is not None
+
+
+def is_shared(spec: Task) -> bool:
+    return spec.gpu_share is not None
+
+
+def uses_devices(spec: Task) -> bool:
+    return is_mig(spec) or is_shared(spec)
+
+
+def profile_for(spec: Task, geo: MigGeometry | None) -> MigProfile | None:
+    """The instance a MIG pod takes on a GPU model: the named profile, or for `auto` the smallest that fits."""
+    if geo is None or spec.mig_profile is None:
+        return None
+    if spec.mig_auto:
+        return geo.smallest_fitting(spec.gpu_memory_gib or 0.0)
+    p = geo.profile(spec.mig_profile)
+    if p is not None and spec.gpu_memory_gib is not None and p.memory_gib < spec.gpu_memory_gib - 1e-9:
+        return None
+    return p
+
+
+def share_demand(spec: Task, gpu: SharedGpu) -> tuple[int, int]:
+    """(milli-GPU, MiB of GPU memory) of one shared pod; memory defaults to its share of the GPU's."""
+    share = spec.gpu_share or 0.0
+    gib = spec.gpu_memory_gib if spec.gpu_memory_gib is not None else share * gpu.memory_gib
+    return _milli(share), _mib(gib)
+
+
+def share_room(spec: Task, gpu: SharedGpu) -> int:
+    """How many pods of the task fit on what the shared GPU has left."""
+    milli, mib = share_demand(spec, gpu)
+    fit = gpu.pods_left
+    fit = min(fit, gpu.milli_left // milli) if milli else fit
+    fit = min(fit, gpu.mib_left // mib) if mib else fit
+    return max(0, fit)
+
+
+def mig_room(view: DeviceView, n: int, p: MigProfile) -> int:
+    """At most this many pods of profile p on node n: free instances, or what re-partitions could offer."""
+    model = view.models[n]
+    assert model is not None
+    total = sum(max_instances(model, g.occupied, g.free, p.name, view.changes) for g in view.mig[n])
+    if view.changes:
+        total += len(view.plain[n]) * max_instances(model, (), None, p.name, True)
+    return total
+
+
+def restrict(info: TaskInfo, view: DeviceView) -> TaskInfo:
+    """Keep only nodes that can take one MIG/shared pod of the task; cap pods per node by device room."""
+    spec = info.spec
+    if not uses_devices(spec):
+        return info
+    cand = info.candidates
+    if is_mig(spec):
+        profiles = [profile_for(spec, view.geometry(int(n))) for n in cand]
+        fits = np.array([p is not None for p in profiles], dtype=bool)
+        room = np.array([mig_room(view, int(n), p) if p is not None else 0 for n, p in zip(cand, profiles,
+                                                                                           strict=True)],
+                        dtype=np.int64)
+        stages = ("mig_profile", "mig_room")
+    else:
+        fits = np.array([bool(view.shared[int(n)]) for n in cand], dtype=bool)
+        room = np.array([sum(share_room(spec, g) for g in view.shared[int(n)]) for n in cand], dtype=np.int64)
+        stages = ("shared_gpus", "share_room")
+    keep = fits & (room > 0)
+    funnel = (*info.funnel, (stages[0], int(fits.sum())), (stages[1], int(keep.sum())))
+    return replace(info, candidates=cand[keep].astype(np.int64),
+                   max_per_node=np.minimum(info.max_per_node[keep], room[keep]).astype(np.int64), funnel=funnel)
+
+
+def gpu_value(problem: Problem, t: int) -> float:
+    """A pod's GPU-equivalents for the priority term: whole GPUs, its share, or its instance's memory slices
+    over the GPU's (the smallest over its candidate models, so the value does not depend on the node)."""
+    task = problem.tasks[t]
+    spec = task.spec
+    if is_shared(spec):
+        return float(spec.gpu_share or 0.0)
+    if not is_mig(spec):
+        return float(spec.gpus)
+    view = _view(problem)
+    fractions = []
+    for n in task.candidates.tolist():
+        geo = view.geometry(n)
+        p = profile_for(spec, geo)
+        if geo is not None and p is not None:
+            fractions.append(p.memory_slices / geo.memory_slices)
+    return min(fractions, default=0.0)
+
+
+def _view(problem: Problem) -> DeviceView:
+    view = problem.devices
+    assert view is not None, "problem built without a device view"
+    return view
+
+
+# --------------------------------------------------------------------------------------------
+# Greedy: first-fit into free instances and shares, then the cheapest re-partition
+
+
+#: baseline._place_task's signature: (problem, task, free, counts, allowed nodes, pod limit) -> pods placed
+Placer = Callable[..., int]
+
+
+def needed(problem: Problem) -> bool:
+    """Does the greedy need the device ledger? (MIG/shared pods, or idle partitioned GPUs it may make whole)"""
+    view = problem.devices
+    if view is None:
+        return False
+    if any(uses_devices(t.spec) for t in problem.tasks):
+        return True
+    return view.changes and any(g.idle for gpus in view.mig for g in gpus)
+
+
+class _Gpu:
+    """One partitioned GPU during the greedy: instances by start, which of them are taken."""
+
+    __slots__ = ("gpu", "origin", "inst", "busy", "idle_origin")
+
+    def __init__(self, gpu: int, origin: Layout | None, occupied: Iterable[int]) -> None:
+        self.gpu = gpu
+        self.origin = origin  # layout before the plan; None: the GPU was whole
+        self.inst: dict[int, str] = {s: name for name, s in origin or ()}
+        self.busy: set[int] = set(occupied)
+        self.idle_origin = not self.busy
+
+    def layout(self) -> Layout:
+        return tuple((self.inst[s], s) for s in sorted(self.inst))
+
+    def changed(self) -> bool:
+        return self.layout() != self.origin
+
+    def copy(self) -> _Gpu:
+        other = _Gpu.__new__(_Gpu)
+        other.gpu, other.origin, other.idle_origin = self.gpu, self.origin, self.idle_origin
+        other.inst, other.busy = dict(self.inst), set(self.busy)
+        return other
+
+
+class _Node:
+    """Device state of one node during the greedy (copied on first write inside a gang's trial)."""
+
+    __slots__ = ("mig", "plain", "in_w", "partitioned_plain", "whole_taken", "converted", "shared")
+
+    def __init__(self, view: DeviceView, n: int) -> None:
+        self.mig = {g.gpu: _Gpu(g.gpu, g.layout, (s for _, s in g.occupied)) for g in view.mig[n]}
+        self.plain = list(view.plain[n])  # still whole and not partitioned by the plan
+        # GPUs counted in whole-GPU capacity besides plain ones: idle partitioned ones (re-partitioning on)
+        self.in_w = {g.gpu for g in view.mig[n] if g.idle} if view.changes else set()
+        self.partitioned_plain = 0
+        self.whole_taken = 0
+        self.converted: set[int] = set()  # idle partitioned GPUs made whole
+        self.shared = {g.gpu: [g.pods_left, g.milli_left, g.mib_left] for g in view.shared[n]}
+
+    def copy(self) -> _Node:
+        other = _Node.__new__(_Node)
+        other.mig = {g: s.copy() for g, s in self.mig.items()}
+        other.plain, other.in_w, other.converted = list(self.plain), set(self.in_w), set(self.converted)
+        other.partitioned_plain, other.whole_taken = self.partitioned_plain, self.whole_taken
+        other.shared = {g: list(v) for g, v in self.shared.items()}
+        return other
+
+    def plain_unclaimed(self) -> int:
+        return len(self.plain) - self.whole_taken
+
+
+class GreedyDevices:
+    """The greedy planner's device ledger: where MIG and shared pods go, which GPUs change layout."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        self.view = _view(problem)
+        self.nodes: dict[int, _Node] = {}
+        self.own: set[int] = set()
+        self.changes = 0
+        self.shares: dict[tuple[int, int], list[int]] = {}
+
+    # -- trials: a gang's placement is tried on a copy and committed whole, or dropped
+
+    def trial(self) -> GreedyDevices:
+        other = GreedyDevices.__new__(GreedyDevices)
+        other.problem, other.view = self.problem, self.view
+        other.nodes, other.own, other.changes = dict(self.nodes), set(), self.changes
+        other.shares = {k: list(v) for k, v in self.shares.items()}
+        return other
+
+    def commit(self, trial: GreedyDevices) -> None:
+        self.nodes, self.own, self.changes, self.shares = trial.nodes, set(), trial.changes, trial.shares
+
+    def node(self, n: int) -> _Node:
+        if n not in self.own:
+            state = self.nodes.get(n)
+            self.nodes[n] = state.copy() if state is not None else _Node(self.view, n)
+            self.own.add(n)
+        return self.nodes[n]
+
+    def peek(self, n: int) -> _Node:
+        state = self.nodes.get(n)
+        if state is None:
+            state = self.nodes[n] = _Node(self.view, n)
+        return state
+
+    # -- placing
+
+    def placer(self, whole: Placer) -> Placer:
+        """A task placer with baseline._place_task's signature: MIG/shared tasks go through this ledger."""
+
+        def place(problem: Problem, t: int, free: np.ndarray, counts: dict[tuple[int, int], int],
+                  allowed: np.ndarray | None = None, limit: int | None = None) -> int:
+            if uses_devices(problem.tasks[t].spec):
+                return self.place_task(t, free, counts, allowed, limit)
+            return whole(problem, t, free, counts, allowed, limit)
+
+        return place
+
+    def place_task(self, t: int, free: np.ndarray, counts: dict[tuple[int, int], int],
+                   allowed: np.ndarray | None = None, limit: int | None = None) -> int:
+        """Place as many pods of MIG/shared task t as fit, one at a time; updates `free` and `counts`.
+
+        `allowed` (a bool per node) and `limit` (pods) confine it as baseline._place_task's do.
+        """
+        task = self.problem.tasks[t]
+        d = task.demand
+        cand = task.candidates if allowed is None else task.candidates[allowed[task.candidates]]
+        want = task.replicas if limit is None else min(limit, task.replicas)
+        placed = 0
+        while placed < want:
+            ok = cand[np.all(free[cand, 1:] >= d[1:], axis=1)]
+            pick = self._mig_pod(t, ok, free) if is_mig(task.spec) else self._share_pod(t, ok)
+            if pick is None:
+                break
+            free[pick, 1:] -= d[1:]
+            counts[t, pick] = counts.get((t, pick), 0) + 1
+            placed += 1
+        return placed
+
+    def _share_pod(self, t: int, nodes: np.ndarray) -> int | None:
+        spec = self.problem.tasks[t].spec
+        best: tuple[int, int, int] | None = None
+        for n in nodes.tolist():
+            state = self.peek(n)
+            for g in self.view.shared[n]:
+                pods, milli, mib = state.shared[g.gpu]
+                need_milli, need_mib = share_demand(spec, g)
+                if pods >= 1 and milli >= need_milli and mib >= need_mib:
+                    key = (milli - need_milli, n, g.gpu)  # best fit: the fullest GPU that still fits
+                    best = key if best is None or key < best else best
+        if best is None:
+            return None
+        _, n, gpu = best
+        g = next(x for x in self.view.shared[n] if x.gpu == gpu)
+        need_milli, need_mib = share_demand(spec, g)
+        left = self.node(n).shared[gpu]
+        left[0] -= 1
+        left[1] -= need_milli
+        left[2] -= need_mib
+        self.shares.setdefault((t, n), []).append(gpu)
+        return n
+
+    def _mig_pod(self, t: int, nodes: np.ndarray, free: np.ndarray) -> int | None:
+        spec = self.problem.tasks[t].spec
+        options: list[tuple[tuple[int, ...], int, int, int]] = []  # (key, node, gpu, start)
+        for n in nodes.tolist():
+            p = profile_for(spec, self.view.geometry(n))
+            if p is None:
+                continue
+            state = self.peek(n)
+            for g in state.mig.values():
+                if g.gpu in state.converted:
+                    continue
+                takes_w = g.gpu in state.in_w
+                if takes_w and free[n, 0] < 1:
+                    continue
+                for s, name in sorted(g.inst.items()):
+                    if name == p.name and s not in g.busy:
+                        options.append(((0, int(takes_w), -len(g.busy), n, g.gpu, s), n, g.gpu, s))
+        if not options and self.view.changes:
+            options = self._repartition_options(spec, nodes, free)
+        if not options:
+            return None
+        _, n, gpu, start = min(options)
+        self._take(n, gpu, start, profile_for(spec, self.view.geometry(n)), free)
+        return n
+
+    def _repartition_options(self, spec: Task, nodes: np.ndarray,
+                             free: np.ndarray) -> list[tuple[tuple[int, ...], int, int, int]]:
+        options = []
+        budget = self.view.max_changes is None or self.changes < self.view.max_changes
+        for n in nodes.tolist():
+            geo = self.view.geometry(n)
+            p = profile_for(spec, geo)
+            if geo is None or p is None:
+                continue
+            state = self.peek(n)
+            gpus = [(g.layout(), set(g.busy), g.gpu, g.changed(), g.gpu in state.in_w)
+                    for g in state.mig.values() if g.gpu not in state.converted]
+            if state.plain_unclaimed() >= 1 and free[n, 0] >= 1:
+                gpus.append(((), set(), -1, False, True))  # a plain GPU, partitioned now
+            for layout, busy, gpu, changed, takes_w in gpus:
+                if (takes_w and free[n, 0] < 1) or (not changed and not budget):
+                    continue
+                best = _best_start(geo, p, layout, busy)
+                if best is not None:
+                    destroyed, flex, s = best
+                    # already-changed GPUs first (no new change), then GPUs that stay out of whole-GPU capacity
+                    options.append(((1, int(not changed), int(takes_w), gpu < 0, destroyed, -flex, n, gpu, s),
+                                    n, gpu, s))
+        return options
+
+    def _take(self, n: int, gpu: int, start: int, p: MigProfile | None, free: np.ndarray) -> None:
+        assert p is not None
+        state = self.node(n)
+        was_changed = gpu >= 0 and state.mig[gpu].changed()
+        if gpu < 0:  # partition a plain GPU: the highest index, so whole-GPU pods keep the low ones
+            gpu = state.plain.pop()
+            state.partitioned_plain += 1
+            state.mig[gpu] = _Gpu(gpu, None, ())
+            state.in_w.add(gpu)
+        g = state.mig[gpu]
+        if gpu in state.in_w:
+            state.in_w.discard(gpu)
+            free[n, 0] -= 1
+        geo = self.view.geometry(n)
+        assert geo is not None
+        if g.inst.get(start) != p.name or start in g.busy:
+            for s in [s for s, name in g.inst.items() if set(_slices(geo, name, s)) & set(p.slices(start))]:
+                assert s not in g.busy
+                del g.inst[s]
+            g.inst[start] = p.name
+        g.busy.add(start)
+        if g.changed() and not was_changed:
+            self.changes += 1
+
+    def settle(self, counts: dict[tuple[int, int], int]) -> bool:
+        """After a gang: make idle partitioned GPUs whole where its whole-GPU pods need more than the plain
+        GPUs left; False when that would exceed policy.max_mig_changes (the gang is then rolled back)."""
+        need: dict[int, int] = {}
+        for (t, n), k in counts.items():
+            gpus = int(self.problem.tasks[t].demand[0])
+            if gpus and k:
+                need[n] = need.get(n, 0) + gpus * k
+        for n, k in need.items():
+            if not self.view.mig[n] and n not in self.nodes:
+                continue  # nothing partitioned here: whole pods simply take plain GPUs
+            state = self.node(n)
+            state.whole_taken += k
+            short = -state.plain_unclaimed() - len(state.converted)
+            for g in sorted(state.in_w - set(state.plain)):
+                if short <= 0:
+                    break
+                if self.view.max_changes is not None and self.changes >= self.view.max_changes:
+                    return False
+                state.in_w.discard(g)
+                state.converted.add(g)
+                self.changes += 1
+                short -= 1
+            if short > 0:
+                return False
+        return True
+
+    def apply(self, placement: Placement, free: np.ndarray) -> None:
+        """Load a placement into the ledger (its new layouts, taken instances, shares, whole GPUs taken),
+        and take out of `free[:, 0]` the GPUs it removes from whole-GPU capacity by partitioning or using them."""
+        problem = self.problem
+        for (n, gpu), layout in placement.mig_layouts.items():
+            state = self.node(n)
+            self.changes += 1
+            if layout is None:
+                state.converted.add(gpu)
+                state.in_w.discard(gpu)
+                continue
+            if gpu not in state.mig:
+                state.plain.remove(gpu)
+                state.partitioned_plain += 1
+                state.mig[gpu] = _Gpu(gpu, None, ())
+                free[n, 0] -= 1
+            elif gpu in state.in_w:
+                state.in_w.discard(gpu)
+                free[n, 0] -= 1
+            state.mig[gpu].inst = {s: name for name, s in layout}
+        for (t, n), picks in pod_picks(problem, placement).items():
+            state = self.node(n)
+            spec = problem.tasks[t].spec
+            for gpu, inst in picks:
+                if inst is not None:
+                    state.mig[gpu].busy.add(inst[1])
+                    if gpu in state.in_w:
+                        state.in_w.discard(gpu)
+                        free[n, 0] -= 1
+                    continue
+                g = next(x for x in self.view.shared[n] if x.gpu == gpu)
+                milli, mib = share_demand(spec, g)
+                left = state.shared[gpu]
+                left[0] -= 1
+                left[1] -= milli
+                left[2] -= mib
+        for (t, n), k in placement.counts.items():
+            gpus = int(problem.tasks[t].demand[0]) * k
+            if gpus and (self.view.mig[n] or n in self.nodes):
+                self.node(n).whole_taken += gpus
+        self.own = set()
+
+    def finish(self, placement: Placement) -> None:
+        """Write the picks into the placement: new layouts of changed GPUs, the GPU of each shared pod."""
+        for n, state in sorted(self.nodes.items()):
+            for gpu, g in sorted(state.mig.items()):
+                if gpu in state.converted:
+                    placement.mig_layouts[n, gpu] = None
+                elif g.changed():
+                    placement.mig_layouts[n, gpu] = g.layout()
+        for key, gpus in sorted(self.shares.items()):
+            placement.shares[key] = sorted(gpus)
+
+
+def _slices(geo: MigGeometry, name: str, start: int) -> range:
+    p = geo.profile(name)
+    assert p is not None
+    return p.slices(start)
+
+
+def _best_start(geo: MigGeometry, p: MigProfile, layout: Layout, busy: set[int]) -> tuple[int, int, int] | None:
+    """(instances destroyed, flexibility left, start) of the best start for a new p instance, or None.
+
+    Flexibility = how many (profile, start) placements the slices left free still allow: a 3g at
+    start 4 keeps slices 0-3 open for four 1g, at start 0 only three; a 1g goes to an odd corner.
+    """
+    best = None
+    for s in p.starts:
+        hit = [(name, st) for name, st in layout if set(_slices(geo, name, st)) & set(p.slices(s))]
+        if any(st in busy for _, st in hit):
+            continue
+        rest = [x for x in layout if x not in hit] + [(p.name, s)]
+        if layout_problems(geo, rest):
+            continue
+        mask, counts, media = _state(geo, rest)
+        flex = sum(_fits(q, st, mask, counts, media) for q in geo.profiles for st in q.starts)
+        key = (len(hit), -flex, s)
+        if best is None or key < best:
+            best = key
+    return None if best is None else (best[0], -best[1], best[2])
+
+
+# --------------------------------------------------------------------------------------------
+# Decode: concrete GPUs, instances and shares
+
+
+def final_layouts(problem: Problem, placement: Placement) -> dict[tuple[int, int], Layout | None]:
+    """(node, gpu) -> layout after the plan (None: whole), for every GPU partitioned before or after."""
+    view = _view(problem)
+    out: dict[tuple[int, int], Layout | None] = {}
+    for n, gpus in enumerate(view.mig):
+        for g in gpus:
+            out[n, g.gpu] = g.layout
+    out.update(placement.mig_layouts)
+    return out
+
+
+def pod_picks(problem: Problem, placement: Placement) -> dict[tuple[int, int], list[tuple[int, Instance | None]]]:
+    """(task, node) -> per pod (gpu, instance) for MIG pods, (gpu, None) for shared ones.
+
+    MIG pods fill free instances of their profile in GPU, then start order: exact, because the
+    plan never offers a node fewer free instances of a profile than pods that want it.
+    """
+    view = _view(problem)
+    layouts = final_layouts(problem, placement)
+    busy = {(n, g.gpu, s) for n, gpus in enumerate(view.mig) for g in gpus for _, s in g.occupied}
+    out: dict[tuple[int, int], list[tuple[int, Instance | None]]] = {}
+    for (t, n), k in sorted(placement.counts.items()):
+        spec = problem.tasks[t].spec
+        if not k or not uses_devices(spec):
+            continue
+        if is_shared(spec):
+            out[t, n] = [(g, None) for g in placement.shares.get((t, n), [])]
+            continue
+        p = profile_for(spec, view.geometry(n))
+        assert p is not None
+        picks: list[tuple[int, Instance | None]] = []
+        for (nn, gpu), layout in sorted(layouts.items()):
+            if nn != n or layout is None:
+                continue
+            for name, s in layout:
+                if len(picks) < k and name == p.name and (n, gpu, s) not in busy:
+                    busy.add((n, gpu, s))
+                    picks.append((gpu, (name, s)))
+        out[t, n] = picks
+    return out
+
+
+def whole_gpu_ids(problem: Problem, placement: Placement) -> list[list[int]]:
+    """Per node, the GPU indices whole-GPU pods may take after the plan's MIG changes, ascending."""
+    view = _view(problem)
+    ids = [set(p) for p in view.plain]
+    for (n, gpu), layout in placement.mig_layouts.items():
+        if layout is None:
+            ids[n].add(gpu)
+        else:
+            ids[n].discard(gpu)
+    return [sorted(s) for s in ids]
+
+
+def mig_changes(problem: Problem, placement: Placement) -> list[MigChange]:
+    out = []
+    for (n, gpu), layout in sorted(placement.mig_layouts.items()):
+        out.append(MigChange(node=problem.nodes[n].name, gpu=gpu, mig_enabled=layout is not None,
+                             layout=[MigInstance(profile=name, start=s) for name, s in layout or ()]))
+    return out
+
+
+def attach(problem: Problem, placement: Placement, assignments: list[Assignment]) -> list[Assignment]:
+    """Fill in the MIG instance or shared GPU of every MIG/shared pod among decoded assignments."""
+    if problem.devices is None or not any(uses_devices(t.spec) for t in problem.tasks):
+        return assignments
+    picks = pod_picks(problem, placement)
+    task_of = {(problem.jobs[task.job].name, task.name): t for t, task in enumerate(problem.tasks)}
+    index = {problem.nodes[n].name: n for n in range(problem.n_nodes)}
+    for a in assignments:
+        t = task_of[a.job, a.task]
+        spec = problem.tasks[t].spec
+        if not uses_devices(spec):
+            continue
+        gpu, inst = picks[t, index[a.node]].pop(0)
+        if inst is None:
+            a.gpus, a.gpu_share = [gpu], spec.gpu_share
+        else:
+            a.gpus, a.mig = [], MigSlot(gpu=gpu, profile=inst[0], start=inst[1])
+    return assignments
+
+
+# --------------------------------------------------------------------------------------------
+# Pending reasons
+
+
+def filter_reason(problem: Problem, task: TaskInfo, stage: str) -> str:
+    """Why no node can take one MIG/shared pod of the task, for the filter stage that emptied its list."""
+    spec = task.spec
+    view = _view(problem)
+    if stage == "mig_profile":
+        if spec.mig_auto:
+            return (f"no MIG profile of a matching node's GPU model has {spec.gpu_memory_gib:g} GiB for task "
+                    f"'{spec.name}' (mig_profile auto)")
+        models = sorted({m for m in view.models if m and catalog.mig_geometry(m) is not None})
+        return (f"no matching node's GPU model offers MIG profile {spec.mig_profile} for task '{spec.name}'"
+                + (f" (MIG models here: {', '.join(models)})" if models else " (no MIG-capable GPUs here)"))
+    if stage == "mig_room":
+        names = sorted({p.name for n in range(problem.n_nodes)
+                        if (p := profile_for(spec, view.geometry(n))) is not None})
+        wanted = "/".join(names) or str(spec.mig_profile)
+        if not view.changes:
+            return f"no free {wanted} instance and re-partitioning disabled (policy.allow_mig_changes)"
+        models = sorted({view.models[n] or "" for n in range(problem.n_nodes) if view.mig[n]})
+        return (f"every {'/'.join(models) or 'MIG GPU'} with room has running instances at the memory slices a "
+                f"{wanted} needs, and no idle GPU is left to partition")
+    if stage == "shared_gpus":
+        return f"no matching node has a shared (time-slicing/MPS) GPU for task '{spec.name}'"
+    return (f"no shared GPU has {spec.gpu_share:g} of a GPU"
+            + (f" and {spec.gpu_memory_gib:g} GiB" if spec.gpu_memory_gib is not None else "")
+            + f" and a replica free for task '{spec.name}'")
+
+
+def job_fits(problem: Problem, j: int, free: np.ndarray, placement: Placement | None, place_whole: Placer) -> bool:
+    """Would job j fit, alone, in `free` (and, given a placement, beside its pods and MIG changes)?"""
+    ledger = GreedyDevices(problem)
+    trial = free.copy()
+    if placement is not None:
+        ledger.apply(placement, trial)
+    counts: dict[tuple[int, int], int] = {}
+    placed = 0
+    for t in sorted(problem.job_tasks[j], key=lambda t: -int(problem.tasks[t].demand[0])):
+        spec = problem.tasks[t].spec
+        placed += ledger.place_task(t, trial, counts) if uses_devices(spec) else place_whole(problem, t, trial, counts)
+    return placed >= problem.jobs[j].needed and ledger.settle(counts)

@@ -1,0 +1,169 @@
+"""Large neighbourhood search: improve the plan window by window when one model is too big.
+
+Measured here (CPSAT.md lessons 2 and 4): above a few tens of thousands of variables CP-SAT's
+presolve eats the scheduler cycle and one whole-cluster model only ties greedy, while small
+windows (a few racks, ~150 jobs, about a second each, the current plan as hint) improve on it
+at every scale. A window frees the pods of a few jobs on a few node groups; every other
+placement variable is fixed to its current value, so each step solves the *same* compiled model
+(every module's rules and terms included) with most of it decided, and presolve strips the fixed
+part in milliseconds. A step's result is kept only when the recomputed objective improves.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from models import Policy
+from placement.compile.context import ModelContext
+from placement.solution import Placement
+
+#: Above this many variables, plan() searches by windows instead of one model.
+LNS_ABOVE = 30_000
+#: Nodes per window (whole groups: racks where the request names them).
+WINDOW_NODES = 64
+#: Pending jobs freed per window.
+WINDOW_JOBS = 150
+#: Seconds (or deterministic-time units) per window.
+STEP_S = 1.0
+
+
+@dataclass
+class LnsResult:
+    placement: Placement
+    score: float
+    steps: int
+    improved: int
+    wall_s: float
+
+
+def node_groups(ctx: ModelContext) -> list[np.ndarray]:
+    """Racks when nodes carry them (neighbours in the network), else runs of 16 nodes."""
+    nodes = ctx.problem.nodes
+    by_rack: dict[str, list[int]] = {}
+    for i, node in enumerate(nodes):
+        rack = getattr(getattr(node, "topology", None), "rack", None)
+        by_rack.setdefault(rack if rack else f"#{i // 16}", []).append(i)
+    return [np.array(v, dtype=np.int64) for _, v in sorted(by_rack.items())]
+
+
+def improve(ctx: ModelContext, start: Placement, policy: Policy, budget_s: float,
+            read: Callable[[dict[int, int]], Placement], *, stop: threading.Event | None = None,
+            log: Callable[[str], None] | None = None) -> LnsResult:
+    """Run windows until the budget ends; return the best placement found (at worst `start`)."""
+    began = time.perf_counter()
+    rng = np.random.default_rng(policy.seed)
+    problem = ctx.problem
+    groups = node_groups(ctx)
+    per_window = max(1, round(WINDOW_NODES / max(1.0, np.mean([g.size for g in groups]))))
+    job_of_task = np.array([t.job for t in problem.tasks], dtype=np.int64)
+    cand_nodes = [np.asarray(c, dtype=np.int64) for c in ctx.candidates]
+    current = start
+    values = ctx.assignment_of(current)
+    score = _score(ctx, values)
+    steps = improved = 0
+    # deterministic mode: a fixed number of steps, each bounded by deterministic time
+    max_steps = max(1, int(budget_s / STEP_S)) if policy.deterministic else None
+    while not (stop is not None and stop.is_set()):
+        left = budget_s - (time.perf_counter() - began)
+        if max_steps is not None and steps >= max_steps:
+            break
+        if max_steps is None and left < 0.2:
+            break
+        window = np.zeros(problem.n_nodes, dtype=bool)
+        for g in rng.choice(len(groups), size=min(per_window, len(groups)), replace=False):
+            window[groups[g]] = True
+        jobs = _window_jobs(ctx, current, window, job_of_task, cand_nodes, rng)
+        steps += 1
+        if not jobs:
+            continue
+        model = _fixed_model(ctx, values, window, jobs, job_of_task, cand_nodes)
+        solver = cp_model.CpSolver()
+        p = solver.parameters
+        p.num_workers = policy.workers
+        p.random_seed = int(rng.integers(0, 2**31 - 1))
+        if policy.deterministic:
+            p.interleave_search = True
+            p.max_deterministic_time = STEP_S
+            p.max_time_in_seconds = 10 * STEP_S
+        else:
+            p.max_time_in_seconds = max(0.05, min(STEP_S, left))
+        code = solver.solve(model)
+        if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            continue
+        candidate = read(dict(enumerate(solver.response_proto.solution)))
+        cand_values = ctx.assignment_of(candidate)
+        cand_score = _score(ctx, cand_values)
+        if cand_score > score + 1e-9:
+            current, values, score = candidate, cand_values, cand_score
+            improved += 1
+            if log is not None:
+                log(f"lns step {steps}: {len(jobs)} jobs, {int(window.sum())} nodes -> objective {score:.3f}")
+    return LnsResult(current, score, steps, improved, time.perf_counter() - began)
+
+
+def _score(ctx: ModelContext, values: dict[int, int]) -> float:
+    return sum(ctx.objective.values(lambda v: values[v.index]).values())
+
+
+def _window_jobs(ctx: ModelContext, current: Placement, window: np.ndarray, job_of_task: np.ndarray,
+                 cand_nodes: list[np.ndarray], rng: np.random.Generator) -> set[int]:
+    """Jobs that may move: placed wholly inside the window, or pending with a candidate in it."""
+    outside: set[int] = set()
+    placed: set[int] = set()
+    for (t, n), k in current.counts.items():
+        if k:
+            j = int(job_of_task[t])
+            placed.add(j)
+            if not window[n]:
+                outside.add(j)
+    touching = {int(job_of_task[t]) for t, c in enumerate(cand_nodes) if c.size and window[c].any()}
+    movable = sorted(touching - outside)
+    # every job placed in the window may move (they hold its capacity); of the waiting ones, half
+    # the highest priorities (they gain most from a swap) and half at random (so nothing is never tried)
+    inside = [j for j in movable if j in placed]
+    waiting = [j for j in movable if j not in placed]
+    if len(waiting) > WINDOW_JOBS:
+        jobs = ctx.problem.jobs
+        top = sorted(waiting, key=lambda j: (-jobs[j].priority, j))[: WINDOW_JOBS // 2]
+        rest = sorted(set(waiting) - set(top))
+        pick = rng.choice(len(rest), size=min(WINDOW_JOBS - len(top), len(rest)), replace=False)
+        waiting = top + [rest[i] for i in sorted(pick)]
+    return set(inside) | set(waiting)
+
+
+def _fixed_model(ctx: ModelContext, values: dict[int, int], window: np.ndarray, jobs: set[int],
+                 job_of_task: np.ndarray, cand_nodes: list[np.ndarray]) -> cp_model.CpModel:
+    """A copy of the compiled model with every placement decision outside the window pinned."""
+    model = ctx.model.clone()
+    proto_vars = model.proto.variables
+    for t, xs in enumerate(ctx.x):
+        free_job = int(job_of_task[t]) in jobs
+        in_window = window[cand_nodes[t]] if free_job else None
+        for i, var in enumerate(xs):
+            if free_job and in_window[i]:
+                continue
+            v = values[var.index]
+            dom = proto_vars[var.index].domain
+            dom.clear()
+            dom.extend([v, v])
+    for j, var in enumerate(ctx.placed):
+        if j not in jobs:
+            v = values[var.index]
+            dom = proto_vars[var.index].domain
+            dom.clear()
+            dom.extend([v, v])
+    hint = model.proto.solution_hint
+    hint.vars.clear()
+    hint.values.clear()
+    hint.vars.extend(list(values.keys()))
+    hint.values.extend(list(values.values()))
+    return model
+
+
+__all__ = ["LNS_ABOVE", "LnsResult", "improve", "node_groups"]

@@ -1,0 +1,394 @@
+"""The HTTP face: a thin FastAPI app over `placement.plan` and `placement.verify`.
+
+Schedulers call this every cycle, so the app is built around three promises:
+
+* **an answer within the deadline** — `policy.time_limit_s` is clamped to the operator's
+  maximum, counted from the request's arrival (time spent queued is taken off the solve), the
+  solve is told to stop when the time is up, and the best plan so far (the greedy baseline at
+  worst) comes back; only if even that misses the grace margin does the caller get a 504;
+* **staying up under load** — solves run on a bounded thread pool with a bounded queue; beyond
+  it the answer is an immediate 503 with Retry-After, and parsing happens off the event loop so
+  health checks stay fast;
+* **clear errors** — 4xx bodies carry the exact field paths; anything unexpected is logged with
+  a request id and answered as a JSON 500 naming that id, never a traceback.
+
+The library never imports this module (DESIGN.md §1: faces sit on top).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import re
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, HTTPException, Request, Response
+from fastapi.encoders import jsonable_encoder
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.json_schema import models_json_schema
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import MutableHeaders
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from models import PlacementRequest, Plan
+from placement import api as placement_api
+from placement.verify import verify as verify_plan
+from service import bodies
+from service.metrics import Metrics
+from service.pool import PoolFull, SolvePool
+from service.settings import Settings
+
+log = logging.getLogger("placement.service")
+
+#: Caller-supplied request ids are reused only if they are short and safe to write into logs.
+_SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+#: How often a waiting handler checks whether its client hung up.
+_POLL_S = 0.1
+#: A solve that starts after its deadline still gets this long, so the greedy floor can be returned.
+_MIN_BUDGET_S = 0.05
+
+Planner = Callable[..., Plan]
+
+
+# ------------------------------------------------------------------------------------------------
+# Wire shapes that exist only at the HTTP face.
+
+
+class VerifyBody(BaseModel):
+    """A request and a plan for it, checked by the independent verifier."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    request: PlacementRequest
+    plan: Plan
+
+
+class VerifyResult(BaseModel):
+    valid: bool
+    violations: list[str] = Field(description="one '<rule>: <what>' line per broken rule; empty when valid")
+
+
+class ErrorItem(BaseModel):
+    type: str
+    loc: list[str | int] = Field(description="path of the offending field, starting with 'body'")
+    msg: str
+
+
+class ErrorBody(BaseModel):
+    detail: str | list[ErrorItem]
+    request_id: str = Field(description="also in the X-Request-ID header and in the server's log lines")
+
+
+class Health(BaseModel):
+    status: str
+    in_flight: int | None = None
+    capacity: int | None = None
+
+
+def _error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    what = {
+        401: "missing or wrong bearer token", 413: "body over the size limit", 415: "unsupported content type",
+        422: "invalid request, with field paths", 500: "unexpected error; quote the request id",
+        503: "solver pool and queue full, or shutting down; see Retry-After",
+        504: "no plan, not even the greedy one, within the time limit plus the margin",
+    }
+    return {c: {"model": ErrorBody, "description": what[c]} for c in codes}
+
+
+def _body_doc(schema: str, description: str) -> dict[str, Any]:
+    ref = {"$ref": f"#/components/schemas/{schema}"}
+    content = {kind: {"schema": ref} for kind in bodies.ACCEPTED_TYPES}
+    return {"requestBody": {"required": True, "description": description, "content": content}}
+
+
+# ------------------------------------------------------------------------------------------------
+# Per-request context: id, arrival time, error catch-all, access log and request metrics.
+
+
+def request_id(request: Request) -> str:
+    return str(request.scope.get("state", {}).get("request_id", "-"))
+
+
+class RequestContext:
+    """Pure ASGI middleware (no BaseHTTPMiddleware: it must not interfere with disconnect detection)."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        arrived = time.monotonic()
+        incoming = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"x-request-id"), "")
+        rid = incoming if _SAFE_ID.match(incoming) else uuid.uuid4().hex
+        state = scope.setdefault("state", {})
+        state["request_id"] = rid
+        state["arrived"] = arrived
+        status = 0
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                MutableHeaders(scope=message)["X-Request-ID"] = rid
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        except Exception:
+            log.exception("rid=%s unhandled error in %s %s", rid, scope["method"], scope["path"])
+            if status:  # the response had started: nothing more can be said on this connection
+                raise
+            body = {"detail": f"internal error; the server log has details under request id {rid}",
+                    "request_id": rid}
+            await JSONResponse(body, status_code=500)(scope, receive, send_with_id)
+        finally:
+            route = scope.get("route")
+            label = getattr(route, "path", None) or "unmatched"
+            code = str(status or 499)  # 499: the client went away before any response
+            elapsed = time.monotonic() - arrived
+            self.metrics.requests.labels(label, scope["method"], code).inc()
+            self.metrics.request_seconds.labels(label).observe(elapsed)
+            log.info("rid=%s %s %s %s %.1fms", rid, scope["method"], scope["path"], code, elapsed * 1000)
+
+
+# ------------------------------------------------------------------------------------------------
+# The app.
+
+
+class Runtime:
+    """What the routes share: settings, metrics, the pool, and the planner (replaceable in tests)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.metrics = Metrics()
+        self.pool = SolvePool(
+            settings.max_concurrent_solves, settings.max_queue, self.metrics,
+            max_retry_after_s=settings.max_time_limit_s + settings.deadline_margin_s,
+        )
+        self.planner: Planner = placement_api.plan
+
+
+_bearer = HTTPBearer(auto_error=False, description="required when the server has PLACEMENT_API_TOKEN")
+
+
+async def authorize(request: Request, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
+    """Constant-time check, so response timing does not reveal how much of a guess was right."""
+    token = request.app.state.runtime.settings.api_token
+    if token is None:
+        return
+    given = creds.credentials.encode() if creds is not None else b""
+    if not hmac.compare_digest(given, token.get_secret_value().encode()):
+        raise HTTPException(401, "missing or invalid bearer token", headers={"WWW-Authenticate": "Bearer"})
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the app; `settings` default to the environment (PLACEMENT_*)."""
+    settings = settings or Settings()
+    rt = Runtime(settings)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        rt.pool.open()
+        log.info("placement service ready: %d solver threads, queue %d, time limit <= %gs, auth %s",
+                 settings.max_concurrent_solves, settings.max_queue, settings.max_time_limit_s,
+                 "on" if settings.api_token else "off")
+        yield
+        rt.pool.close()
+
+    app = FastAPI(
+        title="placement",
+        summary="Whole-cluster GPU placement plans from a CP-SAT optimizer, checked by an independent verifier.",
+        version="1",
+        lifespan=lifespan,
+        separate_input_output_schemas=False,
+    )
+    app.state.runtime = rt
+    if settings.cors_origins:  # answers preflights itself, so they never reach auth
+        app.add_middleware(
+            CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type", "Accept", "X-Request-ID"],
+            expose_headers=["X-Request-ID", "Retry-After"],
+        )
+    # Added last = outermost: every response, preflights included, gets an id and is counted.
+    app.add_middleware(RequestContext, metrics=rt.metrics)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        body = {"detail": jsonable_encoder(exc.detail), "request_id": request_id(request)}
+        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(PoolFull)
+    async def pool_full(request: Request, exc: PoolFull) -> JSONResponse:
+        body = {"detail": f"busy: {exc.reason}; retry after {exc.retry_after_s}s", "request_id": request_id(request)}
+        return JSONResponse(body, status_code=503, headers={"Retry-After": str(exc.retry_after_s)})
+
+    guarded = [Depends(authorize)]
+
+    async def read_json_or_yaml(request: Request) -> Any:
+        kind = bodies.check_content_type(request)
+        raw = await bodies.read_limited(request, settings.max_body_bytes)
+        return await run_in_threadpool(bodies.decode, raw, kind)
+
+    def render(request: Request, data: BaseModel, headers: dict[str, str] | None = None) -> Response:
+        if bodies.wants_yaml(request):
+            return Response(bodies.render_yaml(data.model_dump(mode="json")), media_type="application/yaml",
+                            headers=headers)
+        return Response(data.model_dump_json(), media_type="application/json", headers=headers)
+
+    @app.post(
+        "/v1/plans", response_model=Plan, dependencies=guarded,
+        responses=_error_responses(401, 413, 415, 422, 500, 503, 504),
+        openapi_extra=_body_doc("PlacementRequest", "a placement request (JSON, or YAML by content type)"),
+        summary="Plan placements for every pending job",
+    )
+    async def create_plan(request: Request) -> Response:
+        """Solve within `min(policy.time_limit_s, max_time_limit_s)` counted from arrival.
+
+        The plan always passes `placement.verify`; the `X-Placement-Time-Limit` header says which
+        limit was applied.
+        """
+        rt.pool.check()  # shed load before spending time on the body
+        data = await read_json_or_yaml(request)
+
+        def parse() -> PlacementRequest:
+            bodies.check_limits(data, ["body"], settings.max_nodes, settings.max_jobs)
+            try:
+                return placement_api.parse(data)
+            except ValidationError as exc:
+                raise bodies.unprocessable(exc) from None
+
+        req = await run_in_threadpool(parse)
+        limit = min(req.policy.time_limit_s, settings.max_time_limit_s)
+        plan = await solve(request, req, limit)
+        rt.metrics.observe_plan(plan)
+        return render(request, plan, {"X-Placement-Time-Limit": f"{limit:g}"})
+
+    async def solve(request: Request, req: PlacementRequest, limit: float) -> Plan:
+        arrived: float = request.scope["state"]["arrived"]
+        solve_deadline = arrived + limit
+        hard_deadline = solve_deadline + settings.deadline_margin_s
+        stop = threading.Event()  # ends the search: the best plan so far comes back
+        abandoned = threading.Event()  # nobody will read the answer: skip the solve if still queued
+        planner = rt.planner
+
+        def job() -> Plan | None:
+            if abandoned.is_set():
+                return None
+            # Time spent queued comes off the solve; past the deadline the greedy floor still runs.
+            budget = max(_MIN_BUDGET_S, solve_deadline - time.monotonic())
+            workers = min(req.policy.workers, settings.max_solver_workers)
+            policy = req.policy.model_copy(update={"time_limit_s": budget, "workers": workers})
+            started = time.perf_counter()
+            try:
+                return planner(req.model_copy(update={"policy": policy}), stop=stop)
+            finally:
+                rt.metrics.solve_seconds.observe(time.perf_counter() - started)
+
+        future = rt.pool.submit(job, stop)
+        try:
+            while not future.done():
+                now = time.monotonic()
+                if now >= hard_deadline:
+                    _stop(stop, "deadline")
+                    raise HTTPException(504, f"no plan within the time limit of {limit:g}s plus "
+                                        f"{settings.deadline_margin_s:g}s; the solve was stopped")
+                if now >= solve_deadline:
+                    _stop(stop, "deadline")  # the library should be returning already; make sure
+                await asyncio.wait({future}, timeout=min(_POLL_S, hard_deadline - now))
+                if not future.done() and await request.is_disconnected():
+                    _stop(stop, "disconnect")
+                    log.info("rid=%s client disconnected; solve stopped", request_id(request))
+                    raise HTTPException(499, "client closed the request")
+            if future.cancelled():  # dropped from the queue by shutdown
+                raise PoolFull(1, "shutting down")
+            try:
+                plan = future.result()
+            except ValidationError as exc:  # e.g. an unknown GPU model, found while indexing
+                raise bodies.unprocessable(exc) from None
+            if plan is None:  # cannot happen while this handler waits; kept as a safe answer
+                raise PoolFull(1, "solve dropped before it started")
+            return plan
+        finally:
+            if not future.done():
+                # Leaving early (504, disconnect, cancellation): free the thread soon, or skip the
+                # solve entirely if it has not started; the pool slot returns when the thread ends.
+                abandoned.set()
+                stop.set()
+                future.cancel()
+
+    def _stop(stop: threading.Event, reason: str) -> None:
+        if not stop.is_set():
+            stop.set()
+            rt.metrics.stopped.labels(reason).inc()
+
+    @app.post(
+        "/v1/verify", response_model=VerifyResult, dependencies=guarded,
+        responses=_error_responses(401, 413, 415, 422, 500),
+        openapi_extra=_body_doc("VerifyBody", "{request, plan} (JSON, or YAML by content type)"),
+        summary="Check a plan against a request with the independent verifier",
+    )
+    async def verify(request: Request) -> Response:
+        """Every broken hard rule, one line each; `valid` is true when there are none."""
+        data = await read_json_or_yaml(request)
+
+        def check() -> VerifyResult:
+            inner = data.get("request") if isinstance(data, dict) else None
+            bodies.check_limits(inner, ["body", "request"], settings.max_nodes, settings.max_jobs)
+            try:
+                body = VerifyBody.model_validate(data)
+            except ValidationError as exc:
+                raise bodies.unprocessable(exc) from None
+            violations = verify_plan(body.request, body.plan)
+            return VerifyResult(valid=not violations, violations=violations)
+
+        return render(request, await run_in_threadpool(check))
+
+    @app.get("/healthz", response_model=Health, summary="Liveness: the process answers")
+    async def healthz() -> Response:
+        return JSONResponse({"status": "ok"})  # no work at all: liveness must answer even when saturated
+
+    @app.get("/readyz", response_model=Health, responses={503: {"model": Health}},
+             summary="Readiness: 503 while shutting down or while the pool and queue are full")
+    async def readyz() -> Response:
+        pool = rt.pool
+        status = "draining" if pool.draining else "saturated" if pool.saturated else "ready"
+        body = Health(status=status, in_flight=pool.in_flight, capacity=pool.capacity)
+        if status == "ready":
+            return JSONResponse(body.model_dump())
+        return JSONResponse(body.model_dump(), status_code=503, headers={"Retry-After": str(pool.retry_after())})
+
+    @app.get("/metrics", dependencies=guarded, response_class=Response, responses=_error_responses(401),
+             summary="Prometheus metrics (text exposition format)")
+    async def metrics() -> Response:
+        return Response(rt.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    def openapi() -> dict[str, Any]:
+        """FastAPI's schema plus the request-body models it cannot see (bodies are read by hand)."""
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = FastAPI.openapi(app)
+        _, extra = models_json_schema(
+            [(PlacementRequest, "validation"), (VerifyBody, "validation")],
+            ref_template="#/components/schemas/{model}",
+        )
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        for name, definition in extra.get("$defs", {}).items():
+            components.setdefault(name, definition)
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app

@@ -1,0 +1,43 @@
+"""Start the service under uvicorn: the function `placement serve` calls.
+
+The app is built by the factory `service.app:create_app` inside each worker process, so settings
+come from the environment (PLACEMENT_*) in every worker; `host` and `port` given here override
+them. Each worker has its own solver pool and metrics: size `--workers` times
+`PLACEMENT_MAX_CONCURRENT_SOLVES` to the cores, not each alone.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any
+
+import uvicorn
+from uvicorn.config import LOGGING_CONFIG
+
+from service.settings import Settings
+
+
+def _log_config() -> dict[str, Any]:
+    """uvicorn's logging plus our logger, whose lines carry the request id (so uvicorn's
+    access log, which cannot, is switched off)."""
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"]["placement"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    return config
+
+
+def run(host: str | None = None, port: int | None = None, workers: int = 1) -> None:
+    """Serve until interrupted; `None` means the value from settings (127.0.0.1:8000 by default)."""
+    settings = Settings()
+    host = settings.host if host is None else host
+    port = settings.port if port is None else port
+    if workers < 1:
+        raise ValueError("workers must be at least 1")
+    if host not in ("127.0.0.1", "::1", "localhost") and settings.api_token is None:
+        logging.getLogger("placement.service").warning(
+            "serving on %s without PLACEMENT_API_TOKEN: anyone who can reach the port can submit solves", host)
+    uvicorn.run(
+        "service.app:create_app", factory=True, host=host, port=port, workers=workers,
+        log_config=_log_config(), access_log=False, server_header=False, proxy_headers=False,
+        timeout_graceful_shutdown=int(settings.max_time_limit_s + settings.deadline_margin_s) + 1,
+    )

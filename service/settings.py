@@ -1,0 +1,67 @@
+"""Service settings, read from the environment (prefix ``PLACEMENT_``) so a pod spec can tune them.
+
+Every limit here exists because the service is called by schedulers every cycle: one caller
+must not be able to hold the solver longer than the operator allows (`max_time_limit_s`),
+starve the machine of cores (`max_concurrent_solves`, `max_solver_workers`), queue work it
+will never see answered (`max_queue`), or send a body that costs more to parse than to solve
+(`max_body_bytes`, `max_nodes`, `max_jobs`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Annotated, Any
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+def available_cores() -> int:
+    """Cores this process may run on: the affinity mask, not the host's count, inside containers."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class Settings(BaseSettings):
+    """Limits and switches of one service process (each uvicorn worker applies them on its own)."""
+
+    model_config = SettingsConfigDict(env_prefix="PLACEMENT_", extra="ignore")
+
+    host: str = Field("127.0.0.1", description="bind address; loopback unless an operator opens it")
+    port: int = Field(8000, ge=0, le=65535)
+    max_time_limit_s: float = Field(10.0, gt=0, le=3600, description="clamp for policy.time_limit_s")
+    deadline_margin_s: float = Field(
+        0.5, gt=0, le=60, description="grace after the time limit for decode and verification; then 504"
+    )
+    max_concurrent_solves: int = Field(default_factory=available_cores, ge=1, le=256)
+    max_queue: int = Field(default_factory=available_cores, ge=0, le=10_000)
+    max_solver_workers: int = Field(
+        default_factory=available_cores, ge=1, le=64, description="clamp for policy.workers (CP-SAT threads)"
+    )
+    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    max_nodes: int = Field(5_000, ge=1)
+    max_jobs: int = Field(5_000, ge=1)
+    api_token: SecretStr | None = Field(None, description="bearer token; unset means no authentication")
+    cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+
+    @field_validator("api_token", mode="before")
+    @classmethod
+    def _empty_token_is_none(cls, v: Any) -> Any:
+        # PLACEMENT_API_TOKEN="" in a manifest means "no token", not "the empty token".
+        if v is None or (isinstance(v, str) and not v.strip()):
+            return None
+        return v
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _origins(cls, v: Any) -> Any:
+        # Accept a JSON list or the comma-separated form operators actually type in env vars.
+        if isinstance(v, str):
+            text = v.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [o.strip() for o in text.split(",") if o.strip()]
+        return v
