@@ -127,6 +127,10 @@ def cmd_bench(args: argparse.Namespace, rest: list[str]) -> int:
         from placement.bench.topology import main as topology_main
 
         return topology_main(rest)
+    if args.target == "mig":
+        from placement.bench.mig import main as mig_main
+
+        return mig_main(rest)
     from placement.bench.instances import main as instances_main
 
     return instances_main([args.target, *rest])
@@ -172,7 +176,7 @@ def parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("bench", help="benchmarks: 'bench DIR|FILE|generated ...' or 'bench openb ...'",
                        add_help=False)
-    b.add_argument("target", help="'openb', 'generated', or a folder/file of instances")
+    b.add_argument("target", help="'openb', 'mig', 'generated', or a folder/file of instances")
 
     from placement.whatif import add_arguments as what_if_arguments
 
@@ -181,7 +185,8 @@ def parser() -> argparse.ArgumentParser:
     sv = sub.add_parser("serve", help="the HTTP service (needs the 'service' extra)")
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8000)
-    sv.add_argument("--workers", type=int, default=None, help="concurrent solves (default: cores)")
+    sv.add_argument("--workers", type=int, default=1,
+                    help="server processes, each with its own solver pool (PLACEMENT_MAX_CONCURRENT_SOLVES)")
     return ap
 
 
@@ -195,7 +200,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unrecognized arguments: {' '.join(rest)}")
     handlers = {"solve": cmd_solve, "verify": cmd_verify, "generate": cmd_generate, "serve": cmd_serve,
                 "what-if": cmd_what_if}
-    return handlers[args.command](args)
+    try:
+        return handlers[args.command](args)
+    except SystemExit as exc:  # bad input files end a command with a message and code 2, not a traceback
+        return exc.code if isinstance(exc.code, int) else 2
 
 
 if __name__ == "__main__":
