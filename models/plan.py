@@ -71,6 +71,11 @@ class SolverStats(PlanModel):
     mode: Literal["deterministic", "wall-clock"] = "wall-clock"
     winner: Literal["solver", "baseline"] = "baseline"
     baseline_objective: float | None = None
+    search: Literal["model", "windows", "model+windows"] = Field(
+        "model", description="one whole CP-SAT model, LNS windows over it, or windows after the model found nothing")
+    restricted: bool = Field(
+        False, description="large cluster: each task saw a subset of its nodes, so 'optimal' and the gap "
+                           "refer to that subset and the plan status says feasible")
 
 
 class JobCost(PlanModel):
@@ -121,6 +126,18 @@ class TeamReport(PlanModel):
     share_of_entitlement: float | None = Field(None, description="gpus_held / entitlement (None: no entitlement)")
 
 
+class RightSized(PlanModel):
+    """Pods of a `right_size` job the plan moves from a whole GPU to a MIG instance (compile/usage.py)."""
+
+    job: str
+    task: str
+    pods: int = Field(ge=1, description="pods of the task that take a MIG instance instead of a GPU")
+    profiles: list[str] = Field(description="the instances they take (one entry per distinct profile)")
+    observed_gpu_memory_gib: float
+    needs_gib: float = Field(description="observed × policy.right_size_headroom: each instance holds at least this")
+    gpus_saved: float = Field(description="whole GPUs freed: pods − the GPU fractions (memory slices) they take")
+
+
 class Plan(PlanModel):
     api_version: Literal["placement/v1"] = "placement/v1"
     status: PlanStatus
@@ -135,3 +152,4 @@ class Plan(PlanModel):
     teams: list[TeamReport] = Field(default_factory=list, description="per declared team, after the plan")
     fairness_index: float | None = Field(None, description="Jain's index of the teams' share_of_entitlement "
                                          "(1 = every entitled team got the same fraction of its fair share)")
+    right_sized: list[RightSized] = Field(default_factory=list, description="right-size offers the plan takes")

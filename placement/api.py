@@ -12,11 +12,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from models import PlacementRequest, Plan, PlanStatus, SolverStats
+from models import PlacementRequest, Plan, PlanStatus, Policy, SolverStats
 from placement import candidates, lns, pricing, solve
 from placement import compile as compiler
 from placement import problem as problem_mod
 from placement.baseline import greedy
+from placement.compile import preemption
 from placement.decode import decode
 from placement.solution import Placement
 from placement.verify import check
@@ -51,26 +52,16 @@ def plan(request: PlacementRequest | dict[str, Any], *, log: Callable[[str], Non
 
     ctx = compiler.build(problem, candidates.select(problem, baseline))
     baseline_values = ctx.assignment_of(baseline)
-    ctx.hint(baseline_values)
     baseline_score = sum(ctx.objective.values(lambda v: baseline_values[v.index]).values())
+    greedy_score = baseline_score  # reported as baseline_objective
+    # The greedy never preempts; when preemption is on, extend it with justified evictions (issue 5).
+    warm = preemption.warm_start(ctx, baseline, preemption.WARM_SHARE * policy.time_limit_s)
+    if warm is not None:
+        baseline, baseline_values, baseline_score = warm
+    ctx.hint(baseline_values)
     build_s = time.perf_counter() - start
 
-    chosen, winner = baseline, "baseline"
-    if len(ctx.model.proto.variables) > lns.LNS_ABOVE:  # too big for one model in a cycle: windows
-        searched = lns.improve(ctx, baseline, policy, policy.time_limit_s - build_s,
-                               lambda values: _placement_from(ctx, values), stop=stop, log=log)
-        result = solve.SolveResult("LNS", None, searched.score, None, searched.wall_s,
-                                   "deterministic" if policy.deterministic else "wall-clock")
-        if searched.improved:
-            chosen, winner = searched.placement, "solver"
-    else:
-        result = solve.run(ctx, policy, policy.time_limit_s - build_s, log=log, stop=stop)
-    if result.values is not None:
-        solved = _placement_from(ctx, result.values)
-        solved_values = ctx.assignment_of(solved)
-        solved_score = sum(ctx.objective.values(lambda v: solved_values[v.index]).values())
-        if solved_score >= baseline_score - 1e-9:
-            chosen, winner = solved, "solver"
+    result, chosen, winner, search = _search(ctx, policy, baseline, baseline_score, start, log=log, stop=stop)
     values = ctx.assignment_of(chosen)
     terms = ctx.objective.values(lambda v: values[v.index])
     score = sum(terms.values())
@@ -80,6 +71,9 @@ def plan(request: PlacementRequest | dict[str, Any], *, log: Callable[[str], Non
     status = _STATUS.get(result.status, "feasible" if result.status == "LNS" else "no_solution_in_time")
     if status == "feasible" and gap is not None and gap <= 1e-9:
         status = "optimal"
+    restricted = any(c.size < t.candidates.size for c, t in zip(ctx.candidates, problem.tasks, strict=True))
+    if restricted and status == "optimal":
+        status = "feasible"  # optimal among the kept candidate nodes only (placement/candidates.py)
     stats = SolverStats(
         status=result.status, objective=round(score, 6),
         bound=None if result.bound is None else round(result.bound, 6),
@@ -87,11 +81,48 @@ def plan(request: PlacementRequest | dict[str, Any], *, log: Callable[[str], Non
         build_s=round(build_s, 4), first_plan_s=round(first_plan_s, 4),
         variables=len(ctx.model.proto.variables), constraints=len(ctx.model.proto.constraints),
         workers=policy.workers, seed=policy.seed, mode=result.mode, winner=winner,
-        baseline_objective=round(baseline_score, 6),
+        baseline_objective=round(greedy_score, 6), search=search, restricted=restricted,
     )
     out = decode(problem, chosen, terms, status, stats)
     check(req, out)
     return out
+
+
+def _search(ctx: compiler.ModelContext, policy: Policy, baseline: Placement, baseline_score: float, start: float,
+            *, log: Callable[[str], None] | None, stop: threading.Event | None
+            ) -> tuple[solve.SolveResult, Placement, str, str]:
+    """One whole model where it fits a cycle, windows (LNS) where it does not, and windows again
+    when a mid-sized model's presolve eats its share of the budget without a solution.
+
+    Deterministic mode splits CP-SAT's deterministic time the same way, never the wall clock.
+    """
+    n_vars = len(ctx.model.proto.variables)
+    mode = "deterministic" if policy.deterministic else "wall-clock"
+
+    def remaining(share: float) -> float:
+        return policy.time_limit_s * share if policy.deterministic else policy.time_limit_s - (
+            time.perf_counter() - start)
+
+    def windows(share: float) -> tuple[solve.SolveResult, Placement, str]:
+        found = lns.improve(ctx, baseline, policy, remaining(share), lambda v: _placement_from(ctx, v),
+                            stop=stop, log=log)
+        result = solve.SolveResult("LNS", None, found.score, None, found.wall_s, mode)
+        return result, found.placement, "solver" if found.improved else "baseline"
+
+    if n_vars > lns.LNS_ABOVE:
+        return (*windows(1.0), "windows")
+    share = 1.0 if n_vars <= lns.WHOLE_MODEL_SURE else lns.WHOLE_MODEL_SHARE
+    result = solve.run(ctx, policy, remaining(share), share=share, log=log, stop=stop)
+    if result.values is None:
+        if share < 1.0 and not (stop is not None and stop.is_set()):
+            return (*windows(1.0 - share), "model+windows")
+        return result, baseline, "baseline", "model"
+    solved = _placement_from(ctx, result.values)
+    solved_values = ctx.assignment_of(solved)
+    solved_score = sum(ctx.objective.values(lambda v: solved_values[v.index]).values())
+    if solved_score >= baseline_score - 1e-9:
+        return result, solved, "solver", "model"
+    return result, baseline, "baseline", "model"
 
 
 def _placement_from(ctx: compiler.ModelContext, values: dict[int, int]) -> Placement:

@@ -25,12 +25,18 @@ from placement.solution import Placement
 
 #: Above this many variables, plan() searches by windows instead of one model.
 LNS_ABOVE = 30_000
+#: Models up to this size get the whole budget; larger ones get WHOLE_MODEL_SHARE of it, and
+#: windows take the rest if CP-SAT found nothing (presolve can eat a whole cycle: CPSAT.md lesson 2).
+WHOLE_MODEL_SURE = 10_000
+WHOLE_MODEL_SHARE = 0.6
 #: Nodes per window (whole groups: racks where the request names them).
 WINDOW_NODES = 64
 #: Pending jobs freed per window.
 WINDOW_JOBS = 150
-#: Seconds (or deterministic-time units) per window.
+#: Seconds per window; deterministic mode runs budget/STEP_S windows of DETERMINISTIC_STEP
+#: deterministic-time units each (one unit measured ~3-4 s of wall time here in interleaved mode).
 STEP_S = 1.0
+DETERMINISTIC_STEP = 0.25
 
 
 @dataclass
@@ -89,7 +95,7 @@ def improve(ctx: ModelContext, start: Placement, policy: Policy, budget_s: float
         p.random_seed = int(rng.integers(0, 2**31 - 1))
         if policy.deterministic:
             p.interleave_search = True
-            p.max_deterministic_time = STEP_S
+            p.max_deterministic_time = DETERMINISTIC_STEP
             p.max_time_in_seconds = 10 * STEP_S
         else:
             p.max_time_in_seconds = max(0.05, min(STEP_S, left))

@@ -32,14 +32,14 @@ class SolveResult:
     mode: str
 
 
-def parameters(policy: Policy, budget_s: float, n_vars: int) -> cp_model.SatParameters:
+def parameters(policy: Policy, budget_s: float, n_vars: int, share: float = 1.0) -> cp_model.SatParameters:
     p = cp_model.SatParameters()
     p.num_workers = policy.workers
     p.random_seed = policy.seed
     p.relative_gap_limit = policy.relative_gap_limit
     if policy.deterministic:
         p.interleave_search = True
-        p.max_deterministic_time = policy.time_limit_s
+        p.max_deterministic_time = policy.time_limit_s * share
         # A safety net only: a deterministic run normally stops on deterministic time.
         p.max_time_in_seconds = 10 * policy.time_limit_s + 5
     else:
@@ -49,12 +49,12 @@ def parameters(policy: Policy, budget_s: float, n_vars: int) -> cp_model.SatPara
     return p
 
 
-def run(ctx: ModelContext, policy: Policy, budget_s: float, *, log: Callable[[str], None] | None = None,
-        stop: threading.Event | None = None) -> SolveResult:
+def run(ctx: ModelContext, policy: Policy, budget_s: float, *, share: float = 1.0,
+        log: Callable[[str], None] | None = None, stop: threading.Event | None = None) -> SolveResult:
     """Solve with the hint already set on the model; `stop` ends the search early from another thread."""
     n_vars = len(ctx.model.proto.variables)
     solver = cp_model.CpSolver()
-    solver.parameters.copy_from(parameters(policy, budget_s, n_vars))
+    solver.parameters.copy_from(parameters(policy, budget_s, n_vars, share))
     if log is not None:
         solver.parameters.log_search_progress = True
         solver.parameters.log_to_stdout = False
