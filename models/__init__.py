@@ -15,6 +15,7 @@ from models.plan import (
     PlanStatus,
     Preemption,
     Provisioned,
+    RightSized,
     SolverStats,
     TeamReport,
 )
@@ -53,7 +54,7 @@ __all__ = [
     "CostSummary", "JobCost", "NodeTemplate", "Provisionable", "Provisioned",
     "Taint", "Task", "Team", "Toleration", "Weights", "format_errors",
     "reject",
-    "FlavorQuota", "GpuQuota", "Quota", "TeamReport",
+    "FlavorQuota", "GpuQuota", "Quota", "TeamReport", "RightSized",
     "JobTopology", "TopologySlice",
     "GpuSharing", "MigInstance", "MigSlot",
 ]

@@ -244,6 +244,9 @@ class RunningJob(Strict):
     started_at: datetime | None = None
     #: last checkpoint: a preemption loses the GPU-hours since then (since `started_at` when unset)
     checkpointed_at: datetime | None = None
+    #: as on Job: what the metrics window saw (reported; a running job is not re-placed)
+    observed_gpu_memory_gib: float | None = Field(None, ge=0)
+    observed_sm_util: float | None = Field(None, ge=0, le=1)
 
     _tz = field_validator("started_at", "checkpointed_at")(_utc)
 
@@ -332,6 +335,15 @@ class Job(Strict):
     expected_runtime_h: float | None = Field(None, gt=0)
     #: may wait for off-peak hours (policy.peak) rather than run now
     deferrable: bool = False
+    #: peak GPU memory one of the job's GPUs (or MIG instances) held over the last metrics window
+    #: (`placement usage annotate` writes it from DCGM); below a task's gpu_memory_gib it costs
+    #: `usage.over_declared`, and it sizes the MIG instance a `right_size` job may be moved to
+    observed_gpu_memory_gib: float | None = Field(None, ge=0)
+    #: mean utilisation of the job's GPUs over that window, 0..1 (DCGM_FI_DEV_GPU_UTIL / 100)
+    observed_sm_util: float | None = Field(None, ge=0, le=1)
+    #: opt in: one-GPU pods may take a MIG instance with observed_gpu_memory_gib × policy.right_size_headroom
+    #: instead (compile/usage.py); no observation, no offer
+    right_size: bool = False
 
     @property
     def pods(self) -> int:
@@ -356,6 +368,12 @@ class Job(Strict):
                 f"{self.min_available} exceeds the job's {self.pods} pods",
                 self.min_available,
             )
+        if self.right_size and not any(t.gpus == 1 for t in self.tasks):
+            errors.add(("right_size",), "right-sizing moves one-GPU pods onto a MIG instance; this job has no "
+                       "task with gpus: 1", True)
+        if self.right_size and self.topology is not None:
+            errors.add(("right_size",), "a job with topology needs is not right-sized (a MIG instance has no "
+                       "NVLink peers); drop 'topology' or 'right_size'", True)
         errors.raise_if_any()
         return self
 
@@ -450,6 +468,11 @@ class Weights(Strict):
     topology: float = Field(0.5, ge=0)
     #: per GPU whose MIG layout the plan changes (compile/mig.py): creating and destroying instances
     mig_reconfigure: float = Field(0.1, ge=0)
+    #: per GPU of a placed pod whose declared gpu_memory_gib goes unused (observed_gpu_memory_gib),
+    #: times the unused fraction: declared 32 GiB, used 8 -> 0.75 of this (compile/usage.py)
+    over_declared: float = Field(0.5, ge=0)
+    #: per GPU a right-sized pod saves by taking a MIG instance instead of a whole GPU
+    right_size: float = Field(0.1, ge=0)
 
 
 class Policy(Strict):
@@ -476,6 +499,8 @@ class Policy(Strict):
     allow_mig_changes: bool = False
     #: at most this many GPUs change MIG layout in one plan (unset: no cap)
     max_mig_changes: int | None = Field(None, ge=0)
+    #: a right-sized pod's MIG instance holds at least observed_gpu_memory_gib × this
+    right_size_headroom: float = Field(1.25, ge=1, le=4)
 
     _tz = field_validator("now")(_utc)
 

@@ -15,9 +15,8 @@ from typing import Any
 from models import PlacementRequest, Plan, PlanStatus, Policy, SolverStats
 from placement import candidates, lns, pricing, solve
 from placement import compile as compiler
-from placement import problem as problem_mod
 from placement.baseline import greedy
-from placement.compile import preemption
+from placement.compile import preemption, usage
 from placement.decode import decode
 from placement.solution import Placement
 from placement.verify import check
@@ -46,8 +45,9 @@ def plan(request: PlacementRequest | dict[str, Any], *, log: Callable[[str], Non
     req = parse(request)
     policy = req.policy
     start = time.perf_counter()
-    problem = problem_mod.build(req)
+    problem = usage.build_problem(req)  # with right-size offers (compile/usage.py)
     baseline = greedy(problem, pricing.held_back(req, problem.nodes, problem.free))  # reserve honoured
+    baseline = usage.trim(problem, baseline)  # one choice per right-sized pod
     first_plan_s = time.perf_counter() - start
 
     ctx = compiler.build(problem, candidates.select(problem, baseline))
@@ -83,7 +83,7 @@ def plan(request: PlacementRequest | dict[str, Any], *, log: Callable[[str], Non
         workers=policy.workers, seed=policy.seed, mode=result.mode, winner=winner,
         baseline_objective=round(greedy_score, 6), search=search, restricted=restricted,
     )
-    out = decode(problem, chosen, terms, status, stats)
+    out = usage.fold(problem, decode(problem, chosen, terms, status, stats))  # in the request's own names
     check(req, out)
     return out
 

@@ -127,6 +127,10 @@ def cmd_bench(args: argparse.Namespace, rest: list[str]) -> int:
         from placement.bench.topology import main as topology_main
 
         return topology_main(rest)
+    if args.target == "teams":
+        from placement.bench.teams import main as teams_main
+
+        return teams_main(rest)
     if args.target == "mig":
         from placement.bench.mig import main as mig_main
 
@@ -176,7 +180,7 @@ def parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("bench", help="benchmarks: 'bench DIR|FILE|generated ...' or 'bench openb ...'",
                        add_help=False)
-    b.add_argument("target", help="'openb', 'mig', 'generated', or a folder/file of instances")
+    b.add_argument("target", help="'openb', 'mig', 'teams', 'generated', or a folder/file of instances")
 
     from placement.whatif import add_arguments as what_if_arguments
 

@@ -312,6 +312,12 @@ def build(request: PlacementRequest, nodes: tuple[Node, ...], models: tuple[str 
         shared.append(_node_shared(errors, i, node, models[i], share_use))
         held[i].update(node.mig, node.sharing)
         plain.append(tuple(g for g in range(node.gpus) if g not in held[i]))
+    known = catalog.profile_names()
+    for j, job in enumerate(request.jobs):
+        for k, task in enumerate(job.tasks):
+            if is_mig(task) and not task.mig_auto and catalog.normalize_profile(task.mig_profile or "") not in known:
+                errors.add(("jobs", j, "tasks", k, "mig_profile"), f"unknown MIG profile '{task.mig_profile}' "
+                           "(a name like 1g.10gb, 3g.40gb, 1g.10gb+me, or 'auto')", task.mig_profile)
     errors.raise_if_any()
     changes = request.policy.allow_mig_changes
     whole = np.array([len(p) + (sum(g.idle for g in m) if changes else 0) for p, m in zip(plain, mig, strict=True)],
@@ -561,6 +567,7 @@ class GreedyDevices:
         self.nodes: dict[int, _Node] = {}
         self.own: set[int] = set()
         self.changes = 0
+        self.changed_nodes: set[int] = set()  # nodes with a GPU whose layout this plan changes
         self.shares: dict[tuple[int, int], list[int]] = {}
 
     # -- trials: a gang's placement is tried on a copy and committed whole, or dropped
@@ -569,11 +576,13 @@ class GreedyDevices:
         other = GreedyDevices.__new__(GreedyDevices)
         other.problem, other.view = self.problem, self.view
         other.nodes, other.own, other.changes = dict(self.nodes), set(), self.changes
+        other.changed_nodes = set(self.changed_nodes)
         other.shares = {k: list(v) for k, v in self.shares.items()}
         return other
 
     def commit(self, trial: GreedyDevices) -> None:
         self.nodes, self.own, self.changes, self.shares = trial.nodes, set(), trial.changes, trial.shares
+        self.changed_nodes = trial.changed_nodes
 
     def node(self, n: int) -> _Node:
         if n not in self.own:
@@ -597,9 +606,29 @@ class GreedyDevices:
                   allowed: np.ndarray | None = None, limit: int | None = None) -> int:
             if uses_devices(problem.tasks[t].spec):
                 return self.place_task(t, free, counts, allowed, limit)
-            return whole(problem, t, free, counts, allowed, limit)
+            idle = self._convertible()
+            if problem.tasks[t].demand[0] == 0 or not idle.any():
+                return whole(problem, t, free, counts, allowed, limit)
+            # plain GPUs first: make a partitioned GPU whole only for pods that fit nowhere else
+            plain = free.copy()
+            plain[:, 0] = np.maximum(free[:, 0] - idle, 0)
+            before = plain.copy()
+            got = whole(problem, t, plain, counts, allowed, limit)
+            free -= before - plain
+            want = problem.tasks[t].replicas if limit is None else min(limit, problem.tasks[t].replicas)
+            return got + (whole(problem, t, free, counts, allowed, want - got) if got < want else 0)
 
         return place
+
+    def _convertible(self) -> np.ndarray:
+        """Per node, idle partitioned GPUs still counted in whole-GPU capacity (re-partitioning on)."""
+        out = np.zeros(len(self.view.mig), dtype=np.int64)
+        if not self.view.changes:
+            return out
+        for n, gpus in enumerate(self.view.mig):
+            state = self.nodes.get(n)
+            out[n] = len(state.in_w) if state is not None else sum(g.idle for g in gpus)
+        return out
 
     def place_task(self, t: int, free: np.ndarray, counts: dict[tuple[int, int], int],
                    allowed: np.ndarray | None = None, limit: int | None = None) -> int:
@@ -646,24 +675,32 @@ class GreedyDevices:
         return n
 
     def _mig_pod(self, t: int, nodes: np.ndarray, free: np.ndarray) -> int | None:
+        """One pod: first fit into a free instance (GPUs outside whole-GPU capacity first), else the cheapest
+        re-partition (a GPU this plan already changes, then one left out of whole-GPU capacity, ...)."""
         spec = self.problem.tasks[t].spec
         options: list[tuple[tuple[int, ...], int, int, int]] = []  # (key, node, gpu, start)
         for n in nodes.tolist():
+            if not self.view.mig[n] and n not in self.nodes:
+                continue  # nothing partitioned here (yet)
+            state = self.peek(n)
+            if options and len(state.in_w) + len(state.converted) == len(state.mig):
+                continue  # only GPUs in whole-GPU capacity here; an earlier node already offers one
             p = profile_for(spec, self.view.geometry(n))
             if p is None:
                 continue
-            state = self.peek(n)
             for g in state.mig.values():
-                if g.gpu in state.converted:
-                    continue
                 takes_w = g.gpu in state.in_w
-                if takes_w and free[n, 0] < 1:
+                if g.gpu in state.converted or (takes_w and free[n, 0] < 1):
                     continue
-                for s, name in sorted(g.inst.items()):
+                for s, name in g.inst.items():
                     if name == p.name and s not in g.busy:
                         options.append(((0, int(takes_w), -len(g.busy), n, g.gpu, s), n, g.gpu, s))
+            if options and min(options)[0][1] == 0:
+                break  # first fit: a free instance that costs no whole GPU
         if not options and self.view.changes:
-            options = self._repartition_options(spec, nodes, free)
+            touched = nodes[np.isin(nodes, list(self.changed_nodes))]
+            options = [o for o in self._repartition_options(spec, touched, free) if o[0][1] == 0]
+            options = options or self._repartition_options(spec, nodes, free)
         if not options:
             return None
         _, n, gpu, start = min(options)
@@ -680,14 +717,16 @@ class GreedyDevices:
             if geo is None or p is None:
                 continue
             state = self.peek(n)
-            gpus = [(g.layout(), set(g.busy), g.gpu, g.changed(), g.gpu in state.in_w)
-                    for g in state.mig.values() if g.gpu not in state.converted]
+            gpus: dict[tuple[Layout, frozenset[int], bool, bool], int] = {}  # identical GPUs: the first
+            for g in sorted(state.mig.values(), key=lambda g: g.gpu):
+                if g.gpu not in state.converted:
+                    gpus.setdefault((g.layout(), frozenset(g.busy), g.changed(), g.gpu in state.in_w), g.gpu)
             if state.plain_unclaimed() >= 1 and free[n, 0] >= 1:
-                gpus.append(((), set(), -1, False, True))  # a plain GPU, partitioned now
-            for layout, busy, gpu, changed, takes_w in gpus:
+                gpus.setdefault(((), frozenset(), False, True), -1)  # a plain GPU, partitioned now
+            for (layout, busy, changed, takes_w), gpu in gpus.items():
                 if (takes_w and free[n, 0] < 1) or (not changed and not budget):
                     continue
-                best = _best_start(geo, p, layout, busy)
+                best = _best_start(geo.model, p.name, layout, busy)
                 if best is not None:
                     destroyed, flex, s = best
                     # already-changed GPUs first (no new change), then GPUs that stay out of whole-GPU capacity
@@ -718,6 +757,7 @@ class GreedyDevices:
         g.busy.add(start)
         if g.changed() and not was_changed:
             self.changes += 1
+            self.changed_nodes.add(n)
 
     def settle(self, counts: dict[tuple[int, int], int]) -> bool:
         """After a gang: make idle partitioned GPUs whole where its whole-GPU pods need more than the plain
@@ -806,12 +846,16 @@ def _slices(geo: MigGeometry, name: str, start: int) -> range:
     return p.slices(start)
 
 
-def _best_start(geo: MigGeometry, p: MigProfile, layout: Layout, busy: set[int]) -> tuple[int, int, int] | None:
+@cache
+def _best_start(model: str, profile: str, layout: Layout, busy: frozenset[int]) -> tuple[int, int, int] | None:
     """(instances destroyed, flexibility left, start) of the best start for a new p instance, or None.
 
     Flexibility = how many (profile, start) placements the slices left free still allow: a 3g at
     start 4 keeps slices 0-3 open for four 1g, at start 0 only three; a 1g goes to an odd corner.
     """
+    geo = _geo(model)
+    p = geo.profile(profile)
+    assert p is not None
     best = None
     for s in p.starts:
         hit = [(name, st) for name, st in layout if set(_slices(geo, name, st)) & set(p.slices(s))]
@@ -927,6 +971,11 @@ def filter_reason(problem: Problem, task: TaskInfo, stage: str) -> str:
             return (f"no MIG profile of a matching node's GPU model has {spec.gpu_memory_gib:g} GiB for task "
                     f"'{spec.name}' (mig_profile auto)")
         models = sorted({m for m in view.models if m and catalog.mig_geometry(m) is not None})
+        small = [m for m in models if (g := catalog.mig_geometry(m)) and (q := g.profile(spec.mig_profile or ""))
+                 and spec.gpu_memory_gib is not None and q.memory_gib < spec.gpu_memory_gib]
+        if small:
+            return (f"MIG profile {spec.mig_profile} has less than the {spec.gpu_memory_gib:g} GiB task "
+                    f"'{spec.name}' asks (gpu_memory_gib)")
         return (f"no matching node's GPU model offers MIG profile {spec.mig_profile} for task '{spec.name}'"
                 + (f" (MIG models here: {', '.join(models)})" if models else " (no MIG-capable GPUs here)"))
     if stage == "mig_room":

@@ -23,6 +23,10 @@ def _demand_text(task: TaskInfo) -> str:
     parts = []
     if spec.gpus:
         parts.append(f"{spec.gpus} GPU" + ("s" if spec.gpus != 1 else ""))
+    if spec.mig_profile is not None:
+        parts.append(f"MIG {spec.mig_profile}" + (f" ≥ {spec.gpu_memory_gib:g} GiB" if spec.mig_auto else ""))
+    if spec.gpu_share is not None:
+        parts.append(f"{spec.gpu_share:g} of a shared GPU")
     if spec.cpu:
         parts.append(f"{spec.cpu:g} CPU")
     if spec.memory_gib:

@@ -64,6 +64,8 @@ class _Resolved:
     job: Job
     task: Task
     node: Node
+    #: a one-GPU pod of a `right_size` job on a MIG instance: `task` is the MIG task it became
+    right_sized: bool = False
 
 
 @dataclass
@@ -111,7 +113,12 @@ class _Context:
             task = _task(job, a.task) if job else None
             node = ctx.nodes.get(a.node)
             if job and task and node:
-                ctx.resolved.append(_Resolved(i, a, job, task, node))
+                if job.right_size and task.gpus == 1 and a.mig is not None:
+                    # Checked as the MIG task it became; the right_size rule checks it may and is big enough.
+                    moved = task.model_copy(update={"gpus": 0, "mig_profile": a.mig.profile, "gpu_memory_gib": None})
+                    ctx.resolved.append(_Resolved(i, a, job, moved, node, right_sized=True))
+                else:
+                    ctx.resolved.append(_Resolved(i, a, job, task, node))
         return ctx
 
 
@@ -746,6 +753,28 @@ def _sharing(ctx: _Context) -> list[str]:
     return out
 
 
+def _right_size(ctx: _Context) -> list[str]:
+    """A right-sized pod's instance holds at least the job's observed GPU memory × policy.right_size_headroom."""
+    headroom = ctx.request.policy.right_size_headroom
+    out: list[str] = []
+    for r in ctx.resolved:
+        if not r.right_sized or r.a.mig is None:
+            continue
+        seen = r.job.observed_gpu_memory_gib
+        if seen is None:
+            out.append(f"right_size: {_pod(r.a)} holds MIG {r.a.mig.profile} instead of a GPU, but job {r.job.name} "
+                       "has no observed_gpu_memory_gib to size it by")
+            continue
+        model = lookup(r.node.gpu_model) if r.node.gpu_model else None
+        got = model.mig.profile(r.a.mig.profile) if model is not None and model.mig is not None else None
+        if got is None:
+            continue  # not a profile of the node's GPU: the mig rule says so
+        if got.memory_gib < seen * headroom - EPS:
+            out.append(f"right_size: {_pod(r.a)} holds {got.name} ({_num(got.memory_gib)} GiB); job {r.job.name} "
+                       f"needs observed {_num(seen)} GiB × headroom {_num(headroom)} = {_num(seen * headroom)} GiB")
+    return out
+
+
 def _share_memory(node: Node, share: float, gib: float | None) -> float:
     """A shared pod's GPU memory: as declared, else its share of the GPU's memory."""
     if gib is not None:
@@ -909,6 +938,7 @@ _CHECKS: tuple[tuple[str, Callable[[_Context], list[str]]], ...] = (
     ("preemption", _preemption),
     ("mig", _mig),
     ("sharing", _sharing),
+    ("right_size", _right_size),
 )
 
 #: Every rule name a violation can start with, in report order.

@@ -220,6 +220,7 @@ def test_illegal_layouts_are_rejected_with_their_path(layout: list[dict[str, Any
      ("cluster", "running", 0, "pods", 0, "gpus", 0)),
     (lambda r: r["jobs"].append(_job("j", "auto")), ("jobs", 0, "tasks", 0, "gpu_memory_gib")),
     (lambda r: r["jobs"].append(_job("j", "1g.10gb", gpus=1)), ("jobs", 0, "tasks", 0, "mig_profile")),
+    (lambda r: r["jobs"].append(_job("j", "1g.10gbb")), ("jobs", 0, "tasks", 0, "mig_profile")),
 ])
 def test_bad_mig_input_names_its_field(mutate: Any, loc: tuple[Any, ...]) -> None:
     req = _request([_node(mig={0: [{"profile": "1g.10gb", "start": 0}]})], [])
@@ -229,9 +230,11 @@ def test_bad_mig_input_names_its_field(mutate: Any, loc: tuple[Any, ...]) -> Non
     assert any(e["loc"] == loc for e in err.value.errors()), err.value.errors()
 
 
-def test_unknown_profile_waits_with_a_reason() -> None:
+def test_a_profile_no_node_offers_waits_with_a_reason() -> None:
     p = plan(_request([_node(model="L40S")], [_job("q", "1g.10gb")], allow_mig_changes=True))
     assert "offers MIG profile 1g.10gb" in p.pending[0].reason
+    p = plan(_request([_node()], [_job("q", "1g.10gb", gpu_memory_gib=12)], allow_mig_changes=True))
+    assert "1g.10gb has less than the 12 GiB" in p.pending[0].reason
 
 
 def test_no_room_with_changes_names_the_running_slices() -> None:
@@ -357,3 +360,23 @@ def test_random_layouts_give_verified_plans_where_no_occupied_instance_moves(req
             if (node, gpu) == (m.node, m.gpu):
                 assert m.mig_enabled and (profile, start) in layout
     assert _hint_is_feasible(req)
+
+
+# --------------------------------------------------------------------------------------------
+# The benchmark's peers and our packing, on a hand-checked mix
+
+
+def test_bench_mix_against_first_fit_templates(capsys: pytest.CaptureFixture[str]) -> None:
+    from placement.bench import mig as bench
+
+    assert [bench.profile_for_milli(m) for m in (50, 142, 143, 428, 571, 572, 810)] == [
+        "1g.10gb", "1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb", "7g.80gb"]
+    mix = ["4g.40gb", "3g.40gb", "2g.20gb", "2g.20gb"]
+    # all-balanced (2×1g + 2g + 3g): 4g gets a whole GPU; 3g and the first 2g share GPU 1; the second 2g opens GPU 2
+    assert bench.first_fit(mix, "all-balanced") == {"gpus": 3, "partitioned": 2, "whole": 1}
+    assert bench.first_fit(mix, "all-1g")["gpus"] == 4
+    # ours: 4g@0 + 3g@4 fill one GPU, the two 2g share a second
+    assert bench.ours(mix, 5)["gpus"] == 2
+    assert bench.lower_bound(mix) == 2
+    assert bench.main(["--data", "/nonexistent/placement-data"]) == 2
+    assert "openb data not found" in capsys.readouterr().err

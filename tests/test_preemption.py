@@ -183,14 +183,24 @@ def test_verify_rejects_bad_preemptions() -> None:
 @st.composite
 def _instances(draw: st.DrawFn) -> dict[str, Any]:
     n_nodes = draw(st.integers(1, 3))
-    nodes = [_node(f"n{i}", draw(st.sampled_from([4, 8]))) for i in range(n_nodes)]
+    nodes = [{**_node(f"n{i}", draw(st.sampled_from([4, 8]))), "pool": draw(st.sampled_from(["p0", "p1"]))}
+             for i in range(n_nodes)]
+
+    def limits() -> dict[str, Any]:
+        return {"nominal": draw(st.integers(0, 12)), "borrowing_limit": draw(st.one_of(st.none(), st.integers(0, 8))),
+                "lending_limit": draw(st.one_of(st.none(), st.integers(0, 8)))}
+
     teams = []
     for name in ("a", "b", "c")[: draw(st.integers(1, 3))]:
-        team: dict[str, Any] = {"name": name, "weight": draw(st.sampled_from([1.0, 2.0]))}
+        team: dict[str, Any] = {"name": name, "weight": draw(st.sampled_from([1.0, 2.0])),
+                                "usage_gpu_h": draw(st.sampled_from([0.0, 100.0]))}
+        quota: dict[str, Any] = {}
         if draw(st.booleans()):
-            team["quota"] = {"gpus": {"nominal": draw(st.integers(0, 12)),
-                                      "borrowing_limit": draw(st.one_of(st.none(), st.integers(0, 8))),
-                                      "lending_limit": draw(st.one_of(st.none(), st.integers(0, 8)))}}
+            quota["gpus"] = limits()
+        if draw(st.booleans()):  # a flavor: the nodes of pool p1 (Kueue ResourceFlavor)
+            quota["flavors"] = [{"pool": "p1", "gpus": limits()}]
+        if quota:
+            team["quota"] = quota
         teams.append(team)
     names = [t["name"] for t in teams]
     running = []
@@ -202,13 +212,20 @@ def _instances(draw: st.DrawFn) -> dict[str, Any]:
                 break
             gpus, free = free[:size], free[size:]
             started = draw(st.sampled_from(["2026-12-01T11:50:00Z", "2026-12-01T08:00:00Z"]))
-            running.append({**_run(f"r{i}{k}", node["name"], gpus, draw(st.integers(0, 2)), draw(st.booleans()),
-                                   started), "team": draw(st.sampled_from(names))})
+            job = {**_run(f"r{i}{k}", node["name"], gpus, draw(st.integers(0, 2)), draw(st.booleans()), started),
+                   "team": draw(st.sampled_from(names))}
+            if draw(st.booleans()):
+                job["checkpointed_at"] = "2026-12-01T11:55:00Z"
+            running.append(job)
     jobs = [{**_job(f"j{k}", draw(st.sampled_from([1, 2, 4, 8])), draw(st.integers(0, 3)),
                     draw(st.sampled_from(names)), draw(st.integers(1, 2))),
              "submitted_at": draw(st.sampled_from(["2026-11-30T12:00:00Z", "2026-12-01T11:00:00Z"]))}
             for k in range(draw(st.integers(1, 4)))]
-    return {"cluster": {"nodes": nodes, "running": running}, "jobs": jobs, "teams": teams,
+    for job in jobs:
+        if job["tasks"][0]["replicas"] == 2 and draw(st.booleans()):
+            job["min_available"] = 1  # elastic: one pod is enough
+    return {"cluster": {"pools": [{"name": "p0"}, {"name": "p1"}], "nodes": nodes, "running": running},
+            "jobs": jobs, "teams": teams,
             "policy": {"deterministic": True, "time_limit_s": 1, "now": NOW, "preemption": draw(st.booleans()),
                        "min_runtime_s": draw(st.sampled_from([0, 3600]))}}
 

@@ -41,7 +41,8 @@ def test_four_quarters_fill_a_gpu_and_a_fifth_waits() -> None:
     p = plan(_request({0: _ts(8)}, [_job("a", 0.25, 4), _job("b", 0.25)]))
     assert _placed(p) == {"a"}
     assert all(a.gpus == [0] and a.gpu_share == 0.25 for a in p.assignments)
-    assert "no shared GPU has 0.25 of a GPU" in p.pending[0].reason or "b" in p.pending[0].job
+    assert p.pending[0].job == "b" and "capacity went to" in p.pending[0].reason
+    assert "0.25 of a shared GPU" in p.pending[0].reason
 
 
 def test_memory_is_never_overcommitted() -> None:

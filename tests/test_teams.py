@@ -245,3 +245,34 @@ def test_plan_without_teams_has_no_team_report() -> None:
     plan = placement.plan({"cluster": {"nodes": [_node("n1")]}, "jobs": [_job("j", "x", 1)]})
     assert plan.teams == [] and plan.fairness_index is None
     assert math.isclose(plan.objective.terms["priority"], 1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# The helios benchmark's inputs (the run itself takes minutes: `placement bench teams`)
+
+
+def test_bench_data_missing_is_a_clear_error(tmp_path: Any) -> None:
+    from placement.bench.teams import DataNotFound, main, resolve_data_dir
+
+    with pytest.raises(DataNotFound, match="helios data not found .*Pass --data DIR or set PLACEMENT_DATA"):
+        resolve_data_dir(tmp_path)
+    assert main(["--data", str(tmp_path)]) == 2
+
+
+def test_bench_scenario_has_real_quotas_and_validates() -> None:
+    from placement.bench.teams import DataNotFound, fifo_order, load_helios, resolve_data_dir, scenario
+
+    try:
+        root = resolve_data_dir()
+    except DataNotFound:
+        pytest.skip("shared data not present")
+    dates, names, gpus = load_helios(root)
+    assert (len(dates), len(names)) == (181, 25) and gpus[0].sum() == 968  # the file's 'total' on 2020-04-01
+    data = scenario(names, gpus[0], np.array([1, 2, 4, 8, 16]), seed=1)
+    request = PlacementRequest.model_validate(data)
+    assert {t.name: t.quota.gpus.nominal for t in request.teams} == {
+        n: int(g) for n, g in zip(names, gpus[0], strict=True) if g > 0}
+    assert len(request.cluster.nodes) * 8 == 968
+    problem = build(request)
+    order = fifo_order(problem)
+    assert [problem.jobs[j].priority for j in order] == sorted((j.priority for j in problem.jobs), reverse=True)

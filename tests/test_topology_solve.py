@@ -161,6 +161,22 @@ def test_greedy_uses_the_fullest_rack_that_fits() -> None:
     assert placed == {"y0", "y1"}
 
 
+def test_required_block_with_preferred_rack() -> None:
+    # Block b0 = r0 (x0, x1) + r1 (y0); block b1 = r2 (z0, z1, z2); all empty. A 2 × 8 gang:
+    # racks holding 16 GPUs are r0 (16) and r2 (24): the greedy takes the fullest, r0.
+    nodes = [_node(n, rack=r, block=b) for n, r, b in
+             (("x0", "r0", "b0"), ("x1", "r0", "b0"), ("y0", "r1", "b0"), ("z0", "r2", "b1"), ("z1", "r2", "b1"),
+              ("z2", "r2", "b1"))]
+    req = _request(nodes, [_job("g", 2, 8, {"required": "block", "preferred": "rack"})])
+    problem = problem_mod.build(PlacementRequest.model_validate(req))
+    assert {problem.nodes[n].name for (_, n), k in greedy(problem).counts.items() if k} == {"x0", "x1"}
+    plan = _solve(req)
+    assert len({n[0] for n in _nodes_of(plan, "g")}) == 1 and plan.objective.terms["topology.spread"] == 0.0
+    # Three pods: no rack holds 24 GPUs but r2; b0 holds them over two racks, b1 in r2 alone.
+    req["jobs"][0]["tasks"][0]["replicas"] = 3
+    assert sorted(_nodes_of(_solve(req), "g")) == ["z0", "z1", "z2"]
+
+
 # -------------------------------------------------------------------------- preferred, ranks
 
 
@@ -187,6 +203,21 @@ def test_spread_counts_domains_beyond_the_minimum() -> None:
     plan = _solve(_request(nodes, [_job("g", 3, 8, {"preferred": "rack"})]))
     assert len(_nodes_of(plan, "g")) == 3
     assert plan.objective.terms["topology.spread"] == 0.0
+
+
+def test_gang_without_topology_avoids_a_free_split_across_nvlink_domains() -> None:
+    # dA = a0 (2 of 4 GPUs free), a1 (empty); dB = b0 (2 free), b1 (full). 2 pods × 2 GPUs:
+    # (a0, b0) breaks no whole node but spans 2 NVLink domains: 0.3 × 0.5 = 0.15; (a0, a1) breaks a1:
+    # fragmentation 0.1. The implicit NVLink preference picks one domain; without it the split won.
+    nodes = [_node(n, 4, GB200, nvlink="nvswitch", nvlink_domain=d) for n, d in
+             (("a0", "dA"), ("a1", "dA"), ("b0", "dB"), ("b1", "dB"))]
+    running = [_busy("a0", [0, 1]), _busy("b0", [0, 1]), _busy("b1", [0, 1, 2, 3])]
+    req = _request(nodes, [_job("g", 2, 2)], running)
+    plan = _solve(req)
+    assert {n[0] for n in _nodes_of(plan, "g")} == {"a"}
+    assert plan.objective.terms["topology.spread"] == 0.0 and plan.objective.terms["fragmentation"] == -0.1
+    req["policy"]["weights"] = {"topology": 0.0}
+    assert sorted(_nodes_of(_solve(req), "g")) == ["a0", "b0"]
 
 
 # ------------------------------------------------------------------------------ keep whole

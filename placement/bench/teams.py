@@ -7,7 +7,8 @@ from its fair entitlement (placement/teams.py), on team quota shapes nobody here
 
 Data (real): ``helios/venus_cluster_gpu_number.csv``, GPUs assigned to each of 25 Venus teams per
 day (Helios, SC'21, CC BY 4.0). On a snapshot day each team with GPUs becomes a team whose
-nominal quota is that day's assignment, and the cluster is that day's total in 8-GPU nodes.
+nominal quota is that day's assignment (borrowing limit: as much again), and the cluster is that
+day's total in 8-GPU nodes.
 
 Workload (synthetic, seeded; the trace has no per-team queue): gang sizes are drawn from the
 Microsoft ITP trace (``itp/*.csv``, real sizes, ≤ 32 GPUs) when present. Running jobs fill ~80 % of
@@ -19,7 +20,8 @@ teams submit first (they flood the queue), priorities 0/10/50 in every team. GPU
 Planners, all given the same request:
 * ``fifo`` — greedy, priority then submission time, best fit, no quotas, no preemption;
 * ``fifo+quota`` — the same, refusing a gang over its team's quota (Kueue-like admission, no reclaim);
-* ``placement`` — our plan: quotas, fair share, aging and preemption (priority and reclaim) in one model.
+* ``placement, no preemption`` — our plan with quotas, fair share and aging, evicting nothing;
+* ``placement`` — the same with preemption (priority and reclaim) in the one model.
 
 Metrics, per plan: GPUs placed and preempted, utilisation after the plan, and each team's
 share of its entitlement (GPUs held / entitlement, teams with an entitlement): min, max, max/min
@@ -63,19 +65,21 @@ class DataNotFound(FileNotFoundError):
 
 
 def resolve_data_dir(data: Path | str | None = None) -> Path:
-    """The shared data root: ``data``, else ``$PLACEMENT_DATA``, else ``../shared/data`` (the helios folder is fine too)."""
-    bases = [Path(data)] if data else []
-    if os.environ.get("PLACEMENT_DATA"):
-        bases.append(Path(os.environ["PLACEMENT_DATA"]))
-    bases += [Path.cwd().parent / "shared" / "data", Path(__file__).resolve().parents[3] / "shared" / "data"]
+    """The shared data root: ``data``, else ``$PLACEMENT_DATA``, else ``../shared/data`` (or its helios folder)."""
+    if data:
+        bases = [Path(data)]
+    elif os.environ.get("PLACEMENT_DATA"):
+        bases = [Path(os.environ["PLACEMENT_DATA"])]
+    else:
+        bases = [Path.cwd().parent / "shared" / "data", Path(__file__).resolve().parents[3] / "shared" / "data"]
     tried = []
     for base in bases:
         for root in (base, base.parent):
             tried.append(root / "helios" / HELIOS_FILE)
             if (root / "helios" / HELIOS_FILE).is_file():
                 return root
-    raise DataNotFound(f"helios data not found: no helios/{HELIOS_FILE} under {', '.join(map(str, tried))}. Pass "
-                       "--data DIR or set PLACEMENT_DATA to the shared data folder (see shared/data/README.md).")
+    raise DataNotFound(f"helios data not found (tried {', '.join(map(str, tried))}). Pass --data DIR or set "
+                       "PLACEMENT_DATA to the shared data folder holding helios/ (see shared/data/README.md).")
 
 
 def load_helios(root: Path) -> tuple[list[str], list[str], np.ndarray]:
@@ -137,7 +141,8 @@ def scenario(names: list[str], nominal: np.ndarray, sizes: np.ndarray, seed: int
             gpus, free[node] = free[node][:size], free[node][size:]
             started = NOW - timedelta(hours=float(rng.uniform(0.5, 24)))
             job: dict[str, Any] = {
-                "job": f"run-{len(running):04d}", "team": names[t], "priority": int(rng.choice(priorities, p=[.6, .3, .1])),
+                "job": f"run-{len(running):04d}", "team": names[t],
+                "priority": int(rng.choice(priorities, p=[.6, .3, .1])),
                 "preemptible": bool(rng.random() < 0.8), "started_at": _iso(started),
                 "pods": [{"task": "w", "node": nodes[node]["name"], "gpus": gpus}]}
             if rng.random() < 0.5:
@@ -156,7 +161,9 @@ def scenario(names: list[str], nominal: np.ndarray, sizes: np.ndarray, seed: int
                          "priority": int(rng.choice(priorities, p=[.6, .3, .1])),
                          "submitted_at": _iso(NOW - timedelta(hours=float(hours_ago))), "tasks": _gang(size, "w")})
             queued += size
-    teams = [{"name": n, "quota": {"gpus": {"nominal": int(q)}}} for n, q in zip(names, nominal, strict=True)]
+    # A team may at most double its assignment by borrowing (Kueue's borrowingLimit = nominal).
+    teams = [{"name": n, "quota": {"gpus": {"nominal": int(q), "borrowing_limit": int(q)}}}
+             for n, q in zip(names, nominal, strict=True)]
     return {"cluster": {"nodes": nodes, "running": running}, "jobs": jobs, "teams": teams,
             "policy": {"now": _iso(NOW), "preemption": True, "min_runtime_s": 600}}
 
@@ -222,6 +229,10 @@ def run_day(day: int, dates: list[str], names: list[str], gpus: np.ndarray, size
                              time.perf_counter() - start))
     start = time.perf_counter()
     outcomes.append(_outcome("fifo+quota", problem, greedy(problem, order=fifo_order(problem)), entitled,
+                             time.perf_counter() - start))
+    start = time.perf_counter()
+    kept = PlacementRequest.model_validate({**data, "policy": {**data["policy"], "preemption": False}})
+    outcomes.append(_outcome("placement, no preemption", problem, _from_plan(problem, solve(kept)), entitled,
                              time.perf_counter() - start))
     start = time.perf_counter()
     plan = solve(request)

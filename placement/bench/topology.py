@@ -150,7 +150,8 @@ def run_one(name: str, data: dict[str, Any], time_limit: float, workers: int, de
     return {
         "instance": name, "nodes": len(request.cluster.nodes), "jobs": len(request.jobs),
         "variables": s.variables, "constraints": s.constraints, "build_s": s.build_s, "wall_s": s.wall_s,
-        "status": solved.status, "winner": s.winner, "objective": solved.objective.total,
+        "status": solved.status, "gap_pct": None if s.gap is None else round(100 * s.gap, 3),
+        "winner": s.winner, "objective": solved.objective.total,
         "greedy_objective": s.baseline_objective,
         "solver": measure(request, solved), "greedy": measure(request, greedy_plan(request)),
     }
@@ -164,7 +165,8 @@ def table(rows: list[dict[str, Any]]) -> str:
     lines = []
     for r in rows:
         lines.append(f"{r['instance']}: {r['nodes']} nodes, {r['jobs']} jobs, {r['variables']} vars, "
-                     f"{r['constraints']} cons, build {r['build_s']} s, wall {r['wall_s']} s, {r['status']}, "
+                     f"{r['constraints']} cons, build {r['build_s']} s, wall {r['wall_s']} s, {r['status']} "
+                     f"(gap {r['gap_pct']} %), "
                      f"winner {r['winner']}, objective {r['objective']} vs greedy {r['greedy_objective']}")
         lines.append(f"  {'metric':<16}{'solver':>10}{'greedy':>10}")
         lines += [f"  {k:<16}{r['solver'][k]!s:>10}{r['greedy'][k]!s:>10}" for k in ROWS]

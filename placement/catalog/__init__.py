@@ -57,9 +57,13 @@ class MigGeometry:
     status: str  # V verified placements, I inferred (HARDWARE.md status tags)
     templates: dict[str, dict[str, int]] = field(default_factory=dict)  # config -> profile name -> count
     aliases: dict[str, str] = field(default_factory=dict)  # other printed name -> profile name
+    _names: dict[str, MigProfile] = field(default_factory=dict, compare=False, repr=False)  # exact-name index
 
     def profile(self, name: str) -> MigProfile | None:
         """The profile for a name, a driver alias, or a Kubernetes resource name (nvidia.com/mig-1g.10gb)."""
+        exact = self._names.get(name)
+        if exact is not None:
+            return exact
         wanted = normalize_profile(name)
         wanted = self.aliases.get(wanted, wanted)
         return next((p for p in self.profiles if p.name == wanted), None)
@@ -106,6 +110,7 @@ def _geometry(model: str, facts: dict[str, Any], geometries: dict[str, Any]) -> 
         compute_slices=geo["compute_slices"], max_instances=geo["max_instances"], profiles=tuple(profiles),
         status=facts["status"], templates=templates,
         aliases={normalize_profile(a): n for a, n in facts.get("profile_aliases", {}).items()},
+        _names={p.name: p for p in profiles},
     )
 
 

@@ -22,12 +22,13 @@ from placement.compile import (
     quota,
     sharing,
     topology,
+    usage,
 )
 from placement.compile.context import SCALE, ModelContext
 from placement.problem import Problem
 
 MODULES: tuple[ModuleType, ...] = (gang, capacity, priority, fragmentation, cost, quota, fairness, preemption,
-                                   topology, mig, sharing)
+                                   topology, mig, sharing, usage)
 
 
 def build(problem: Problem, candidates: list[np.ndarray] | None = None) -> ModelContext:

@@ -14,6 +14,9 @@ to the pod counts is one-sided (CPSAT.md lesson 7): Σ_{n∈d} x ≤ min(P, cap_
   term −w·(Σ_d near[j,d] − m_j·placed[j]), where m_j (≥ 1) is a lower bound on the domains the
   gang needs: pod slots on its candidates over the largest domain's. The term is ≤ 0 and counts
   only domains beyond the minimum.
+  A multi-pod GPU gang without `preferred` (and not already required inside one NVLink domain)
+  gets the same term at `nvlink_domain`, at IMPLICIT_NVLINK (0.3) of the weight, when it may
+  touch a multi-node NVLink domain: it still splits when that places more work, never for free.
 * `topology.keep_whole` (soft, every job) — per multi-node domain of each named level whose
   GPUs are all free, a boolean `broken[d]` that any GPU pod placed there forces on; each costs
   w / (levels with such domains), so breaking into an empty NVL72 rack is avoided whenever a
@@ -39,6 +42,11 @@ from placement.compile.context import ModelContext
 from placement.problem import Problem
 from placement.solution import Placement
 
+NVLINK = "nvlink_domain"
+#: Share of the weight with which a gang that names no `preferred` level still prefers fewer
+#: NVLink domains (clusters with multi-node NVLink only): no gratuitous splits across NVL72 racks.
+IMPLICIT_NVLINK = 0.3
+
 SPREAD = "topology.spread"
 KEEP_WHOLE = "topology.keep_whole"
 BANDWIDTH = "topology.bandwidth"
@@ -52,6 +60,8 @@ def apply(ctx: ModelContext) -> None:
     weight = ctx.problem.request.policy.weights.topology
     for j, job in enumerate(ctx.problem.jobs):
         spec = job.topology
+        if _implicit_nvlink(ctx, view, j) and weight > 0:
+            _spread(ctx, view, j, NVLINK, weight * IMPLICIT_NVLINK)
         if spec is None:
             continue
         if spec.required is not None and job.pods > 1:
@@ -63,6 +73,19 @@ def apply(ctx: ModelContext) -> None:
             _spread(ctx, view, j, spec.preferred, weight)
     if weight > 0:
         _keep_whole(ctx, view, weight)
+
+
+def _implicit_nvlink(ctx: ModelContext, view: topology.ClusterTopology, j: int) -> bool:
+    """A multi-pod GPU gang that names no narrower preference may touch a multi-node NVLink domain."""
+    job = ctx.problem.jobs[j]
+    spec = job.topology
+    if NVLINK not in view.levels or job.pods < 2 or (spec is not None and spec.preferred is not None):
+        return False
+    if spec is not None and spec.required is not None and view.height(spec.required) <= view.height(NVLINK):
+        return False
+    tasks = [t for t in ctx.problem.job_tasks[j] if ctx.problem.tasks[t].demand[0] > 0]
+    lvl = view.level(NVLINK)
+    return bool(tasks) and any(lvl.members[int(lvl.of_node[n])].size > 1 for t in tasks for n in ctx.candidates[t])
 
 
 def _pairs(ctx: ModelContext, view: topology.ClusterTopology, j: int, level: str,
