@@ -509,14 +509,13 @@ def needed(problem: Problem) -> bool:
 class _Gpu:
     """One partitioned GPU during the greedy: instances by start, which of them are taken."""
 
-    __slots__ = ("gpu", "origin", "inst", "busy", "idle_origin")
+    __slots__ = ("gpu", "origin", "inst", "busy")
 
     def __init__(self, gpu: int, origin: Layout | None, occupied: Iterable[int]) -> None:
         self.gpu = gpu
         self.origin = origin  # layout before the plan; None: the GPU was whole
         self.inst: dict[int, str] = {s: name for name, s in origin or ()}
         self.busy: set[int] = set(occupied)
-        self.idle_origin = not self.busy
 
     def layout(self) -> Layout:
         return tuple((self.inst[s], s) for s in sorted(self.inst))
@@ -526,7 +525,7 @@ class _Gpu:
 
     def copy(self) -> _Gpu:
         other = _Gpu.__new__(_Gpu)
-        other.gpu, other.origin, other.idle_origin = self.gpu, self.origin, self.idle_origin
+        other.gpu, other.origin = self.gpu, self.origin
         other.inst, other.busy = dict(self.inst), set(self.busy)
         return other
 
@@ -534,14 +533,13 @@ class _Gpu:
 class _Node:
     """Device state of one node during the greedy (copied on first write inside a gang's trial)."""
 
-    __slots__ = ("mig", "plain", "in_w", "partitioned_plain", "whole_taken", "converted", "shared")
+    __slots__ = ("mig", "plain", "in_w", "whole_taken", "converted", "shared")
 
     def __init__(self, view: DeviceView, n: int) -> None:
         self.mig = {g.gpu: _Gpu(g.gpu, g.layout, (s for _, s in g.occupied)) for g in view.mig[n]}
         self.plain = list(view.plain[n])  # still whole and not partitioned by the plan
         # GPUs counted in whole-GPU capacity besides plain ones: idle partitioned ones (re-partitioning on)
         self.in_w = {g.gpu for g in view.mig[n] if g.idle} if view.changes else set()
-        self.partitioned_plain = 0
         self.whole_taken = 0
         self.converted: set[int] = set()  # idle partitioned GPUs made whole
         self.shared = {g.gpu: [g.pods_left, g.milli_left, g.mib_left] for g in view.shared[n]}
@@ -550,7 +548,7 @@ class _Node:
         other = _Node.__new__(_Node)
         other.mig = {g: s.copy() for g, s in self.mig.items()}
         other.plain, other.in_w, other.converted = list(self.plain), set(self.in_w), set(self.converted)
-        other.partitioned_plain, other.whole_taken = self.partitioned_plain, self.whole_taken
+        other.whole_taken = self.whole_taken
         other.shared = {g: list(v) for g, v in self.shared.items()}
         return other
 
@@ -740,7 +738,6 @@ class GreedyDevices:
         was_changed = gpu >= 0 and state.mig[gpu].changed()
         if gpu < 0:  # partition a plain GPU: the highest index, so whole-GPU pods keep the low ones
             gpu = state.plain.pop()
-            state.partitioned_plain += 1
             state.mig[gpu] = _Gpu(gpu, None, ())
             state.in_w.add(gpu)
         g = state.mig[gpu]
@@ -799,7 +796,6 @@ class GreedyDevices:
                 continue
             if gpu not in state.mig:
                 state.plain.remove(gpu)
-                state.partitioned_plain += 1
                 state.mig[gpu] = _Gpu(gpu, None, ())
                 free[n, 0] -= 1
             elif gpu in state.in_w:

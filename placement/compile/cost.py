@@ -2,7 +2,11 @@
 
 Terms (all penalties, in GPU-equivalents; the arithmetic lives in `placement.pricing`):
 
-* ``cost.compute`` — price × GPUs × expected runtime of every pod placed;
+* ``cost.compute`` — price × GPUs × expected runtime of every pod placed, *above the cheapest
+  existing node the task could use*: on the cluster it has, cost steers where a job runs, not
+  whether (a 48 h job must not wait because it is long). The full price counts where it is a
+  real choice to spend: a deferrable job during peak, and nodes a pool would add. The plan's
+  `cost` block always reports the full dollars;
 * ``cost.reclaim_risk`` — expected work lost to spot reclaims, priced (restart included);
 * ``cost.provisioning`` — minimum billing of every node a pool adds;
 * ``deferral`` — during peak a deferrable job is worth half its priority value (deferring it
@@ -45,12 +49,16 @@ def apply(ctx: ModelContext) -> None:
     request = problem.request
     prices = pricing.node_prices(request.cluster.pools, problem.nodes)
     weight = request.policy.weights.cost
+    real = provision.first_added(request)
     if weight > 0 and pricing.priced(request):
         for t, task in enumerate(problem.tasks):
             job = problem.jobs[task.job]
             cand = ctx.candidates[t]
             gpus = int(task.demand[0])
-            compute = pricing.compute_cost(job, gpus, prices.price[cand])
+            compute = np.asarray(pricing.compute_cost(job, gpus, prices.price[cand]), dtype=float)
+            existing = np.asarray(cand) < real
+            if existing.any() and not (job.deferrable and request.policy.peak):
+                compute = compute - compute[existing].min()  # the premium over its cheapest existing node
             risk = pricing.reclaim_risk(job, prices.price[cand], prices.reclaim[cand])
             ctx.objective.add("cost.compute", ctx.x[t], -np.asarray(compute), weight)
             if prices.reclaim[cand].any():
