@@ -40,17 +40,28 @@ def _invalid(exc: ValidationError, what: str) -> int:
 def summary(plan: Plan) -> str:
     """A few lines a person reads after a solve: what was placed, what waits, how good, how fast."""
     jobs = {a.job for a in plan.assignments}
-    gpus = sum(len(a.gpus) for a in plan.assignments)
+    whole = sum(len(a.gpus) for a in plan.assignments if a.mig is None and a.gpu_share is None)
+    mig = sum(1 for a in plan.assignments if a.mig is not None)
+    shared = sum(1 for a in plan.assignments if a.gpu_share is not None)
+    gpus = f"{whole} whole GPUs" + (f", {mig} MIG instances" if mig else "") + (
+        f", {shared} shared-GPU pods" if shared else "")
     s = plan.solver
     gap = "n/a" if s.gap is None else f"{100 * s.gap:.2f}%"
     lines = [
         f"status {plan.status} ({s.mode}, winner: {s.winner}); objective {plan.objective.total:g} "
         f"(greedy {s.baseline_objective:g}); gap {gap}",
-        f"placed {len(jobs)} jobs, {len(plan.assignments)} pods, {gpus} GPUs; pending {len(plan.pending)} jobs",
+        f"placed {len(jobs)} jobs, {len(plan.assignments)} pods, {gpus}; pending {len(plan.pending)} jobs",
         "terms: " + ", ".join(f"{k} {v:g}" for k, v in plan.objective.terms.items()),
+        f"search {s.search}" + (" over a trimmed candidate set" if s.restricted else "") + "; "
         f"model {s.variables} variables, {s.constraints} constraints; first plan {s.first_plan_s}s, "
         f"build {s.build_s}s, total {s.wall_s}s, workers {s.workers}, seed {s.seed}",
     ]
+    if plan.preemptions or plan.teams:
+        fairness = "n/a" if plan.fairness_index is None else f"{plan.fairness_index:g}"
+        lines.append(f"preempted {len(plan.preemptions)} jobs; {len(plan.teams)} teams, fairness index (Jain) "
+                     f"{fairness}")
+    for p in plan.preemptions[:10]:
+        lines.append(f"  preempt {p.job}: {p.reason}")
     for p in plan.pending[:10]:
         lines.append(f"  pending {p.job}: {p.reason}")
     if len(plan.pending) > 10:
@@ -185,6 +196,8 @@ def parser() -> argparse.ArgumentParser:
     from placement.whatif import add_arguments as what_if_arguments
 
     what_if_arguments(sub.add_parser("what-if", help="solve changed copies of a request and compare them side by side"))
+    sub.add_parser("usage", add_help=False,
+                   help="DCGM metrics: 'usage report METRICS ...', 'usage annotate REQ METRICS -o REQ2' (usage -h)")
 
     sv = sub.add_parser("serve", help="the HTTP service (needs the 'service' extra)")
     sv.add_argument("--host", default="127.0.0.1")
@@ -200,6 +213,10 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = ap.parse_known_args(argv)
     if args.command == "bench":
         return cmd_bench(args, rest)
+    if args.command == "usage":
+        from placement.usage import main as usage_main
+
+        return usage_main(rest)
     if rest:
         ap.error(f"unrecognized arguments: {' '.join(rest)}")
     handlers = {"solve": cmd_solve, "verify": cmd_verify, "generate": cmd_generate, "serve": cmd_serve,
