@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -244,3 +245,28 @@ def test_random_teams_never_break_quota_or_preemption_rules(data: dict[str, Any]
         assert p.reason.startswith(("priority ", "team "))
     for report in plan.teams:
         assert report.gpus_held >= 0 and report.entitlement >= 0
+
+
+def test_warm_start_extends_the_greedy_with_justified_evictions() -> None:
+    # The greedy never preempts: on a full node it places nothing. The warm start (the solver's
+    # hint and fallback) evicts the cheaper of two victims and places the job, checked against
+    # the whole model.
+    from placement import compile as compiler
+    from placement.baseline import greedy
+    from placement.compile.preemption import warm_start
+    from placement.problem import build
+
+    running = [_run("older", "n1", EIGHT, 0), _run("fresh", "n2", EIGHT, 0, started_at="2026-12-01T11:30:00Z")]
+    problem = build(PlacementRequest.model_validate(
+        _request([_node("n1"), _node("n2")], [_job("hi", 8, 5)], running)))
+    base = greedy(problem)
+    assert base.counts == {}
+    ctx = compiler.build(problem)
+    found = warm_start(ctx, base, budget_s=2.0)
+    assert found is not None
+    placement, values, score = found
+    assert [problem.running[r].spec.job for r in placement.evicted] == ["fresh"]  # 4 GPU-h lost, not 16
+    assert placement.counts == {(0, 1): 1}
+    # priority 8 − 0.1 × (1 restart + 8 × 0.5 h lost) = 7.5
+    assert score == pytest.approx(7.5)
+    assert values[ctx.evicted[1].index] == 1 and values[ctx.evicted[0].index] == 0

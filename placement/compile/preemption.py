@@ -145,23 +145,23 @@ def warm_start(ctx: ModelContext, base: Placement, budget_s: float
     if not ctx.evicted or budget_s <= 0:
         return None
     start = time.perf_counter()
-
-    def score(placement: Placement) -> float:
-        values = ctx.assignment_of(placement)
-        return sum(ctx.objective.values(lambda v: values[v.index]).values())
-
-    floor = score(base)
+    floor = _score(ctx, ctx.assignment_of(base))
     # From the greedy plan, and from nothing (the greedy may have lent the cohort's idle nominal
     # to borrowers that only an eviction of new work, which is not allowed, could take back).
     tried = [_Warm(ctx, start_from).run(start + budget_s * k / 3) for k, start_from in ((1, base), (2, Placement()))]
-    for warm in sorted(tried, key=score, reverse=True):
-        if not warm.evicted or score(warm) <= floor + 1e-9:
-            continue
+    scored = sorted(((_score(ctx, ctx.assignment_of(w)), i, w) for i, w in enumerate(tried) if w.evicted),
+                    reverse=True)
+    for score, _, warm in scored:
+        if score <= floor + 1e-9:
+            break
         values = _complete(ctx, ctx.assignment_of(warm), max(0.05, budget_s - (time.perf_counter() - start)))
         if values is not None:
-            got = values
-            return warm, got, sum(ctx.objective.values(lambda v, got=got: got[v.index]).values())
+            return warm, values, _score(ctx, values)
     return None
+
+
+def _score(ctx: ModelContext, values: dict[int, int]) -> float:
+    return sum(ctx.objective.values(lambda v: values[v.index]).values())
 
 
 def _complete(ctx: ModelContext, values: dict[int, int], budget_s: float) -> dict[int, int] | None:
