@@ -4,7 +4,9 @@
 plan that an independent checker (`verify`) has passed.
 """
 
+# No cycle: placement.whatif imports placement.api only inside functions, and api never imports whatif.
 from placement.api import parse, plan
 from placement.verify import verify
+from placement.whatif import what_if
 
-__all__ = ["parse", "plan", "verify"]
+__all__ = ["parse", "plan", "verify", "what_if"]

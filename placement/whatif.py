@@ -44,7 +44,16 @@ from models.request import Strict
 
 
 class ScenarioError(ValueError):
-    """A scenario that cannot be applied to this request (unknown rack, unsupported kind, ...)."""
+    """A scenario that cannot be applied to this request (unknown rack, unsupported kind, ...).
+
+    `change` and `kind` name the offending change when one is to blame, so a face (the HTTP
+    service) can point at `scenarios[i].changes[change].kind` without parsing the message.
+    """
+
+    def __init__(self, message: str, *, change: int | None = None, kind: str | None = None) -> None:
+        super().__init__(message)
+        self.change = change
+        self.kind = kind
 
 
 # --------------------------------------------------------------------------------------------
@@ -135,7 +144,8 @@ def apply(request: PlacementRequest, scenario: Scenario) -> PlacementRequest:
         try:
             _APPLY[kind](data, getattr(change, kind))
         except ScenarioError as exc:
-            raise ScenarioError(f"scenario {scenario.name}, change {i} ({kind}): {exc}") from None
+            raise ScenarioError(f"scenario {scenario.name}, change {i} ({kind}): {exc}",
+                                change=i, kind=kind) from None
     try:
         return PlacementRequest.model_validate(data)
     except ValidationError as exc:

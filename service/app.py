@@ -1,4 +1,4 @@
-"""The HTTP face: a thin FastAPI app over `placement.plan` and `placement.verify`.
+"""The HTTP face: a thin FastAPI app over `placement.plan`, `placement.verify` and what-if.
 
 Schedulers call this every cycle, so the app is built around three promises:
 
@@ -26,7 +26,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.encoders import jsonable_encoder
@@ -42,6 +42,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from models import PlacementRequest, Plan
 from placement import api as placement_api
+from placement import whatif
 from placement.verify import verify as verify_plan
 from service import bodies
 from service.metrics import Metrics
@@ -58,6 +59,7 @@ _POLL_S = 0.1
 _MIN_BUDGET_S = 0.05
 
 Planner = Callable[..., Plan]
+T = TypeVar("T")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -76,6 +78,33 @@ class VerifyBody(BaseModel):
 class VerifyResult(BaseModel):
     valid: bool
     violations: list[str] = Field(description="one '<rule>: <what>' line per broken rule; empty when valid")
+
+
+class WhatIfBody(BaseModel):
+    """A base request and the scenarios (named lists of changes) to solve beside it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    request: PlacementRequest
+    scenarios: list[whatif.Scenario] = Field(min_length=1)
+
+
+class WhatIfColumn(BaseModel):
+    """One column of the side-by-side table: the library's row and diff, plus the plan itself.
+
+    The row and diff are `placement.whatif`'s own dataclasses, so this shape cannot drift from
+    what `placement what-if --json` writes (plus the time limit this server applied).
+    """
+
+    name: str
+    time_limit_s: float = Field(description="the limit applied to this solve after clamping")
+    row: whatif.Row
+    diff: whatif.Diff | None = Field(description="jobs placed, pending or moved compared with base; null for base")
+    plan: Plan
+
+
+class WhatIfResult(BaseModel):
+    scenarios: list[WhatIfColumn] = Field(description="base first, then the scenarios in the order sent")
 
 
 class ErrorItem(BaseModel):
@@ -277,25 +306,36 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return render(request, plan, {"X-Placement-Time-Limit": f"{limit:g}"})
 
     async def solve(request: Request, req: PlacementRequest, limit: float) -> Plan:
-        arrived: float = request.scope["state"]["arrived"]
-        solve_deadline = arrived + limit
+        solve_deadline: float = request.scope["state"]["arrived"] + limit
+        planner = rt.planner
+        return await run_on_pool(request, lambda stop: planned(planner, req, solve_deadline, stop),
+                                 solve_deadline, limit)
+
+    def planned(planner: Planner, req: PlacementRequest, deadline: float, stop: threading.Event) -> Plan:
+        """One solve on a pool thread, ending by `deadline` (monotonic), workers clamped."""
+        # Time spent queued comes off the solve; past the deadline the greedy floor still runs.
+        budget = max(_MIN_BUDGET_S, deadline - time.monotonic())
+        workers = min(req.policy.workers, settings.max_solver_workers)
+        policy = req.policy.model_copy(update={"time_limit_s": budget, "workers": workers})
+        started = time.perf_counter()
+        try:
+            return planner(req.model_copy(update={"policy": policy}), stop=stop)
+        finally:
+            rt.metrics.solve_seconds.observe(time.perf_counter() - started)
+
+    async def run_on_pool(request: Request, work: Callable[[threading.Event], T], solve_deadline: float,
+                          limit: float) -> T:
+        """Run `work(stop)` in one pool slot and wait for it without blocking the event loop.
+
+        `stop` is set at `solve_deadline` (the work should return its best so far), on client
+        disconnect (499) and at shutdown; past the deadline plus the margin the answer is a 504.
+        """
         hard_deadline = solve_deadline + settings.deadline_margin_s
         stop = threading.Event()  # ends the search: the best plan so far comes back
         abandoned = threading.Event()  # nobody will read the answer: skip the solve if still queued
-        planner = rt.planner
 
-        def job() -> Plan | None:
-            if abandoned.is_set():
-                return None
-            # Time spent queued comes off the solve; past the deadline the greedy floor still runs.
-            budget = max(_MIN_BUDGET_S, solve_deadline - time.monotonic())
-            workers = min(req.policy.workers, settings.max_solver_workers)
-            policy = req.policy.model_copy(update={"time_limit_s": budget, "workers": workers})
-            started = time.perf_counter()
-            try:
-                return planner(req.model_copy(update={"policy": policy}), stop=stop)
-            finally:
-                rt.metrics.solve_seconds.observe(time.perf_counter() - started)
+        def job() -> T | None:
+            return None if abandoned.is_set() else work(stop)
 
         future = rt.pool.submit(job, stop)
         try:
@@ -315,12 +355,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if future.cancelled():  # dropped from the queue by shutdown
                 raise PoolFull(1, "shutting down")
             try:
-                plan = future.result()
+                result = future.result()
             except ValidationError as exc:  # e.g. an unknown GPU model, found while indexing
                 raise bodies.unprocessable(exc) from None
-            if plan is None:  # cannot happen while this handler waits; kept as a safe answer
+            if result is None:  # cannot happen while this handler waits; kept as a safe answer
                 raise PoolFull(1, "solve dropped before it started")
-            return plan
+            return result
         finally:
             if not future.done():
                 # Leaving early (504, disconnect, cancellation): free the thread soon, or skip the
@@ -356,6 +396,89 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
         return render(request, await run_in_threadpool(check))
 
+    @app.post(
+        "/v1/what-if", response_model=WhatIfResult, dependencies=guarded,
+        responses=_error_responses(401, 413, 415, 422, 500, 503, 504),
+        openapi_extra=_body_doc("WhatIfBody", "{request, scenarios} (JSON, or YAML by content type)"),
+        summary="Solve the request and changed copies of it, and compare the plans side by side",
+    )
+    async def what_if(request: Request) -> Response:
+        """Base first, then each scenario: its row (placed, pending, cost, fairness...), diff and plan.
+
+        Every solve gets `min(its policy.time_limit_s, max_time_limit_s)`; the sum over the base
+        and the scenarios must stay within `max_what_if_s` (else 422 at `body.scenarios`).
+
+        The solves run one after another in a single pool slot, not in the library's process
+        pool: one request then holds exactly one slot, so admission, the queue bound and 503s
+        mean the same as for /v1/plans; CP-SAT already uses `policy.workers` threads per solve;
+        forking processes from a threaded server per request is slow and unsafe; and a stop
+        event (deadline, disconnect, shutdown) cannot reach another process. The price is
+        latency (the sum of the limits), which is why the total is bounded.
+        """
+        rt.pool.check()
+        data = await read_json_or_yaml(request)
+
+        def prepare() -> tuple[list[str], list[PlacementRequest], list[float]]:
+            if isinstance(data, dict):
+                bodies.check_limits(data.get("request"), ["body", "request"], settings.max_nodes, settings.max_jobs)
+                sent = data.get("scenarios")
+                if isinstance(sent, list) and len(sent) > settings.max_scenarios:
+                    raise bodies.invalid(["body", "scenarios"], f"at most {settings.max_scenarios} scenarios per "
+                                         f"what-if on this server (got {len(sent)})", "too_long")
+            try:
+                body = WhatIfBody.model_validate(data)
+            except ValidationError as exc:
+                raise bodies.unprocessable(exc) from None
+            names, requests = ["base"], [body.request]
+            for i, scenario in enumerate(body.scenarios):
+                if scenario.name in names:
+                    raise bodies.invalid(["body", "scenarios", i, "name"], f"scenario names must be unique and "
+                                         f"not 'base'; {scenario.name!r} is taken", "value_error")
+                try:  # all applied before any solve: a bad scenario costs no solver time
+                    changed = whatif.apply(body.request, scenario)
+                except whatif.ScenarioError as exc:
+                    at = [] if exc.change is None else ["changes", exc.change, exc.kind or ""]
+                    raise bodies.invalid(["body", "scenarios", i, *at], str(exc), "scenario_error") from None
+                if len(changed.cluster.nodes) > settings.max_nodes:
+                    raise bodies.invalid(["body", "scenarios", i, "changes"], f"the scenario grows the cluster to "
+                                         f"{len(changed.cluster.nodes)} nodes; at most {settings.max_nodes} on "
+                                         "this server", "too_long")
+                names.append(scenario.name)
+                requests.append(changed)
+            limits = [min(r.policy.time_limit_s, settings.max_time_limit_s) for r in requests]
+            if sum(limits) > settings.max_what_if_s:
+                raise bodies.invalid(["body", "scenarios"], f"{len(requests)} solves (base and scenarios) of up "
+                                     f"to {max(limits):g}s each need {sum(limits):g}s; at most "
+                                     f"{settings.max_what_if_s:g}s per what-if on this server: send fewer "
+                                     "scenarios or a lower policy.time_limit_s", "too_long")
+            return names, requests, limits
+
+        names, requests, limits = await run_in_threadpool(prepare)
+        arrived: float = request.scope["state"]["arrived"]
+        ends = [arrived + sum(limits[: k + 1]) for k in range(len(limits))]  # each solve's own deadline
+        planner = rt.planner
+
+        def work(stop: threading.Event) -> WhatIfResult:
+            plans = []
+            for k, (req, end) in enumerate(zip(requests, ends, strict=True)):
+                try:
+                    plans.append(planned(planner, req, end, stop))
+                except ValidationError as exc:  # found while indexing, e.g. an unknown GPU model
+                    raise bodies.unprocessable(exc, ["body", "request"] if k == 0 else
+                                               ["body", "scenarios", k - 1]) from None
+            columns = [
+                WhatIfColumn(name=name, time_limit_s=limit, row=whatif.summarise(name, req, plan),
+                             diff=None if k == 0 else whatif.diff(plans[0], plan, requests[0]), plan=plan)
+                for k, (name, req, plan, limit) in enumerate(zip(names, requests, plans, limits, strict=True))
+            ]
+            return WhatIfResult(scenarios=columns)
+
+        total = sum(limits)
+        result = await run_on_pool(request, work, ends[-1], total)
+        for column in result.scenarios:
+            rt.metrics.observe_plan(column.plan)
+        return render(request, result, {"X-Placement-Time-Limit": f"{total:g}"})
+
     @app.get("/healthz", response_model=Health, summary="Liveness: the process answers")
     async def healthz() -> Response:
         return JSONResponse({"status": "ok"})  # no work at all: liveness must answer even when saturated
@@ -381,7 +504,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             return app.openapi_schema
         schema = FastAPI.openapi(app)
         _, extra = models_json_schema(
-            [(PlacementRequest, "validation"), (VerifyBody, "validation")],
+            [(PlacementRequest, "validation"), (VerifyBody, "validation"), (WhatIfBody, "validation")],
             ref_template="#/components/schemas/{model}",
         )
         components = schema.setdefault("components", {}).setdefault("schemas", {})

@@ -1,7 +1,8 @@
 """Service settings, read from the environment (prefix ``PLACEMENT_``) so a pod spec can tune them.
 
 Every limit here exists because the service is called by schedulers every cycle: one caller
-must not be able to hold the solver longer than the operator allows (`max_time_limit_s`),
+must not be able to hold the solver longer than the operator allows (`max_time_limit_s`, and
+`max_what_if_s` / `max_scenarios` for what-if, whose solves run one after another),
 starve the machine of cores (`max_concurrent_solves`, `max_solver_workers`), queue work it
 will never see answered (`max_queue`), or send a body that costs more to parse than to solve
 (`max_body_bytes`, `max_nodes`, `max_jobs`).
@@ -40,6 +41,11 @@ class Settings(BaseSettings):
     max_queue: int = Field(default_factory=available_cores, ge=0, le=10_000)
     max_solver_workers: int = Field(
         default_factory=available_cores, ge=1, le=64, description="clamp for policy.workers (CP-SAT threads)"
+    )
+    max_scenarios: int = Field(8, ge=1, le=64, description="scenarios per what-if request (the base not counted)")
+    max_what_if_s: float = Field(
+        60.0, gt=0, le=3600,
+        description="bound on a what-if's total solve time: the clamped limits of the base and every scenario",
     )
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
     max_nodes: int = Field(5_000, ge=1)
