@@ -157,6 +157,21 @@ def cmd_what_if(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from placement.api import parse
+    from placement.export import export
+
+    try:
+        request = parse(_load(args.request, "request"))
+    except ValidationError as exc:
+        return _invalid(exc, "request")
+    out = export(request, args.output, args.format, hint=not args.no_hint)
+    print(f"wrote {out.path} ({out.format}): {out.variables} variables, {out.constraints} constraints"
+          f"{', greedy plan as hint' if out.hinted else ''}; objective = plan terms x 1000, maximised",
+          file=sys.stderr)
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     try:
         from service.server import run
@@ -189,6 +204,12 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=1)
     g.add_argument("-o", "--output")
 
+    e = sub.add_parser("export", help="write a request's CP-SAT model (as plan() builds it) for solver research")
+    e.add_argument("request", help="request file (.json or .yaml)")
+    e.add_argument("--format", choices=("pb", "pbtxt"), default=None, help="default: from -o's suffix (.pbtxt: text)")
+    e.add_argument("-o", "--output", required=True, help="model file to write")
+    e.add_argument("--no-hint", action="store_true", help="leave out the greedy plan's solution hint")
+
     b = sub.add_parser("bench", help="benchmarks: 'bench DIR|FILE|generated ...' or 'bench openb ...'",
                        add_help=False)
     b.add_argument("target", help="'openb', 'mig', 'teams', 'generated', or a folder/file of instances")
@@ -198,6 +219,8 @@ def parser() -> argparse.ArgumentParser:
     what_if_arguments(sub.add_parser("what-if", help="solve changed copies of a request and compare them side by side"))
     sub.add_parser("usage", add_help=False,
                    help="DCGM metrics: 'usage report METRICS ...', 'usage annotate REQ METRICS -o REQ2' (usage -h)")
+    sub.add_parser("kube", add_help=False,
+                   help="Kubernetes objects: 'kube import DIR -o REQ', 'kube plan DIR', 'kube export REQ PLAN'")
 
     sv = sub.add_parser("serve", help="the HTTP service (needs the 'service' extra)")
     sv.add_argument("--host", default="127.0.0.1")
@@ -217,10 +240,14 @@ def main(argv: list[str] | None = None) -> int:
         from placement.usage import main as usage_main
 
         return usage_main(rest)
+    if args.command == "kube":
+        from placement.kube import main as kube_main
+
+        return kube_main(rest)
     if rest:
         ap.error(f"unrecognized arguments: {' '.join(rest)}")
     handlers = {"solve": cmd_solve, "verify": cmd_verify, "generate": cmd_generate, "serve": cmd_serve,
-                "what-if": cmd_what_if}
+                "what-if": cmd_what_if, "export": cmd_export}
     try:
         return handlers[args.command](args)
     except SystemExit as exc:  # bad input files end a command with a message and code 2, not a traceback

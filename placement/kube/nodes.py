@@ -147,6 +147,8 @@ def _taints(root: View, warnings: Warnings) -> list[dict[str, str]]:
     taints = []
     for t in spec.items("taints"):
         key = t.text("key", required=True)
+        if not key:
+            t.fail("key", "must not be empty")
         effect = t.text("effect", required=True)
         if effect not in _EFFECTS:
             t.fail("effect", f"'{effect}' is not a taint effect ({', '.join(_EFFECTS)})")
@@ -198,7 +200,7 @@ def _gpus(info: NodeInfo, status: View, allocatable: dict[str, Fraction], capaci
     sharing = _sharing(info)
     if info.strategy == "single" and "-MIG-" in product.upper():
         _single(info, model.mig, product, whole, count, warnings)
-    elif mig_counts or info.strategy == "mixed":
+    elif mig_counts:  # strategy mixed in use (with no instance anywhere, missing GPUs are unhealthy ones)
         _mixed(info, model.mig, whole, mig_counts, count, warnings)
     elif sharing is not None:
         mode, replicas = sharing
@@ -280,10 +282,7 @@ def _mixed(info: NodeInfo, geo: MigGeometry | None, whole: int, counts: dict[str
            warnings: Warnings) -> None:
     """Strategy mixed: whole GPUs plus per-profile MIG resources; rebuild which GPU holds what."""
     profiles = {_profile(info, geo, name).name: n for name, n in counts.items()}
-    assert geo is not None or not profiles
-    if geo is None:
-        info.gpus = max(whole, count or 0)
-        return
+    assert geo is not None  # _profile refused the resources of a model without MIG
     if count is not None:
         mig_gpus = count - whole
         if mig_gpus < 0:
@@ -292,7 +291,8 @@ def _mixed(info: NodeInfo, geo: MigGeometry | None, whole: int, counts: dict[str
         mig_gpus = next((m for m in range(1, 65) if pack_mig(geo, profiles, m) is not None), 0)
     else:
         mig_gpus = 0
-    layouts = _template(info, geo, profiles, mig_gpus) or pack_mig(geo, profiles, mig_gpus)
+    template = _template(info, geo, profiles, mig_gpus)
+    layouts = template or pack_mig(geo, profiles, mig_gpus)
     if layouts is None:
         have = ", ".join(f"{n}× {p}" for p, n in sorted(profiles.items()))
         info.obj.view().fail("status.allocatable", f"MIG instances {have} do not fit the {mig_gpus} MIG-enabled "
@@ -300,9 +300,10 @@ def _mixed(info: NodeInfo, geo: MigGeometry | None, whole: int, counts: dict[str
     info.gpus = whole + mig_gpus
     info.mig = {whole + k: layout for k, layout in enumerate(layouts)}
     if profiles:
+        how = f"the mig-parted config '{info.labels[MIG_CONFIG]}'" if template else "a legal packing"
         warnings.add(info.obj.where, "status.allocatable", "MIG layout rebuilt from the per-profile counts "
                      f"(Kubernetes does not say which GPU holds which instance): GPUs {whole}..{info.gpus - 1} "
-                     "partitioned, instance slots chosen legally")
+                     f"partitioned as {how}")
 
 
 def _template(info: NodeInfo, geo: MigGeometry, profiles: dict[str, int], gpus: int) -> list[list[Instance]] | None:

@@ -1,0 +1,324 @@
+"""Queues -> teams: Volcano Queues, Kueue ClusterQueues (with ResourceFlavors, LocalQueues), KAI Queues.
+
+All three are quota objects over one shared pool of GPUs, and placement/v1 models the Kueue
+flavour of it (placement/teams.py): a nominal share, a borrowing limit above it, a lending limit
+on the idle part, all teams in one cohort. The mappings:
+
+* Kueue ClusterQueue: per flavor, `nominalQuota`, `borrowingLimit`, `lendingLimit` of
+  `nvidia.com/gpu`. A flavor becomes a quota scope when its `nodeLabels` select exactly the GPU
+  nodes of one pool, one GPU model or both (or all GPU nodes: the cluster-wide quota). A queue
+  without a cohort neither borrows nor lends (limits 0). `fairSharing.weight` is the team weight.
+* Volcano Queue: `deserved` is the nominal share, `guarantee` the part never lent (lending limit
+  = deserved − guarantee), `capability` the ceiling (borrowing limit = capability − deserved),
+  `weight` the team weight.
+* KAI Queue: `resources.gpu.quota` is the nominal share (−1: none), `limit` the ceiling (−1: none),
+  `overQuotaWeight` the weight for GPUs above quota (0: never above quota). KAI lends all idle quota.
+
+Quotas on CPU and memory, queue hierarchies, queue priorities and per-queue preemption settings
+have no v1 field: each is reported as a warning.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from placement.kube.nodes import GPU, NodeInfo
+from placement.kube.objects import Obj, View, Warnings
+from placement.kube.quantity import QuantityError, parse_quantity
+
+Scope = tuple[str | None, str | None]  # (pool, gpu_model); (None, None) = the whole cluster
+CLUSTER: Scope = (None, None)
+
+
+@dataclass
+class TeamSpec:
+    """One team: where it came from, its weight and GPU quota per scope (GpuQuota dicts)."""
+
+    name: str
+    where: str
+    weight: float = 1.0
+    quotas: dict[Scope, dict[str, int]] = field(default_factory=dict)
+    kueue: bool = False
+    #: Kueue flavor name -> the scope its nodes form (None: a set no v1 scope expresses)
+    flavors: dict[str, Scope | None] = field(default_factory=dict)
+    #: Kueue: cohort and preemption policies (who may evict whose workloads)
+    cohort: str | None = None
+    within: str = "Never"
+    reclaim: str = "Never"
+
+    def preemptible(self, teams: list[TeamSpec]) -> bool:
+        """Kueue: its workloads may be evicted by higher priority in the queue, or reclaimed by a cohort mate."""
+        if not self.kueue:
+            return False
+        return self.within != "Never" or any(t is not self and t.kueue and t.cohort is not None
+                                             and t.cohort == self.cohort and t.reclaim != "Never" for t in teams)
+
+    def wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "weight": self.weight}
+        if self.quotas:
+            quota: dict[str, Any] = {}
+            if CLUSTER in self.quotas:
+                quota["gpus"] = self.quotas[CLUSTER]
+            flavors = [{**({"pool": p} if p else {}), **({"gpu_model": m} if m else {}), "gpus": q}
+                       for (p, m), q in self.quotas.items() if (p, m) != CLUSTER]
+            if flavors:
+                quota["flavors"] = flavors
+            out["quota"] = quota
+        return out
+
+
+@dataclass
+class Queues:
+    teams: dict[str, TeamSpec] = field(default_factory=dict)
+    #: (namespace, LocalQueue name) -> ClusterQueue name
+    local_queues: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: ResourceFlavor name -> names of the nodes it selects
+    flavor_nodes: dict[str, list[str]] = field(default_factory=dict)
+
+    def add(self, team: TeamSpec, obj: Obj) -> None:
+        if team.name in self.teams:
+            obj.view().fail("metadata.name", f"queue '{team.name}' is also declared by {self.teams[team.name].where}; "
+                            "queue names become team names and must be unique")
+        self.teams[team.name] = team
+
+
+def _gpus(view: View, key: str) -> Fraction | None:
+    """The nvidia.com/gpu quantity of a resource list field, or None when absent."""
+    if not view.has(key):
+        return None
+    resources = view.sub(key)
+    if not resources.has(GPU):
+        return None
+    try:
+        value = parse_quantity(resources.value[GPU])
+    except QuantityError as exc:
+        resources.fail(GPU, str(exc))
+    if value < 0:
+        resources.fail(GPU, "must not be negative")
+    return value
+
+
+def _whole(view: View, key: str, value: Fraction) -> int:
+    if value.denominator != 1:
+        view.fail(key, f"{value} GPUs is not a whole number (quotas count whole GPUs)")
+    return int(value)
+
+
+def _other_resources(fields: list[tuple[View, str]], warnings: Warnings) -> None:
+    """One warning per queue naming every non-GPU quota it sets (quotas count GPUs only)."""
+    found = sorted(f"{v.where(key)}.{name}" for v, key in fields if v.has(key) for name in v.sub(key).value
+                   if name != GPU)
+    if found:
+        warnings.add(fields[0][0].obj.where, ", ".join(found), "only GPUs are counted by quotas: not honoured")
+
+
+# --------------------------------------------------------------------------------------------
+# Volcano
+
+
+def volcano_queue(obj: Obj, warnings: Warnings) -> TeamSpec:
+    spec = obj.view().sub("spec")
+    team = TeamSpec(obj.name, obj.where, weight=float(spec.integer("weight", 1, minimum=1)))
+    capability = _gpus(spec, "capability")
+    deserved = _gpus(spec, "deserved")
+    guarantee = _gpus(spec.sub("guarantee"), "resource")
+    nominal = deserved if deserved is not None else guarantee
+    if nominal is not None:
+        kept = guarantee if guarantee is not None else Fraction(0)
+        if kept > nominal:
+            spec.sub("guarantee").fail("resource", f"guarantee {kept} exceeds deserved {nominal}")
+        quota = {"nominal": _whole(spec, "deserved", nominal)}
+        if guarantee is not None:  # the guarantee is never lent; deserved above it is
+            quota["lending_limit"] = _whole(spec, "guarantee", nominal - kept)
+        if capability is not None:
+            if capability < nominal:
+                spec.fail("capability", f"{capability} GPUs is below the queue's deserved/guarantee {nominal}")
+            quota["borrowing_limit"] = _whole(spec, "capability", capability - nominal)
+        team.quotas[CLUSTER] = quota
+    elif capability is not None:
+        warnings.add(obj.where, "spec.capability", "a ceiling without deserved/guarantee is not expressible (a v1 "
+                     "team without nominal quota may only borrow others' idle quota): not honoured")
+    _other_resources([(spec, "capability"), (spec, "deserved"), (spec.sub("guarantee"), "resource")], warnings)
+    for key, what in (("parent", "queue hierarchy"), ("priority", "queue priority"),
+                      ("reclaimable", "reclaimable flag"), ("affinity", "queue node affinity")):
+        if spec.has(key):
+            warnings.add(obj.where, f"spec.{key}", f"{what}: not honoured")
+    return team
+
+
+# --------------------------------------------------------------------------------------------
+# KAI
+
+
+def kai_queues(objs: list[Obj], warnings: Warnings) -> list[TeamSpec]:
+    """Leaf queues become teams; a parent's own quota cannot be expressed (one cohort, no hierarchy)."""
+    parents = {o.view().sub("spec").text("parentQueue") for o in objs} - {None}
+    teams = []
+    for obj in objs:
+        spec = obj.view().sub("spec")
+        if obj.name in parents:
+            warnings.add(obj.where, "", "parent queue: the hierarchy is flattened, its children are teams of one "
+                         "cohort; its own quota and limit are not honoured")
+            continue
+        teams.append(_kai_leaf(obj, spec, warnings))
+    return teams
+
+
+def _kai_leaf(obj: Obj, spec: View, warnings: Warnings) -> TeamSpec:
+    team = TeamSpec(obj.name, obj.where)
+    resources = spec.sub("resources")
+    gpu = resources.sub("gpu")
+    quota = _number(gpu, "quota", -1)
+    limit = _number(gpu, "limit", -1)
+    weight = _number(gpu, "overQuotaWeight", 1)
+    if weight < 0:
+        gpu.fail("overQuotaWeight", "must not be negative")
+    entry: dict[str, int] = {}
+    if quota >= 0:
+        if quota != int(quota):
+            warnings.add(obj.where, "spec.resources.gpu.quota", f"{quota} GPUs: quotas count whole GPUs, "
+                         f"rounded down to {math.floor(quota)}")
+        entry["nominal"] = math.floor(quota)
+        if limit >= 0:
+            if limit < quota:
+                gpu.fail("limit", f"{limit} is below the quota {quota}")
+            entry["borrowing_limit"] = math.floor(limit) - entry["nominal"]
+        if weight == 0:
+            entry["borrowing_limit"] = 0
+        team.quotas[CLUSTER] = entry
+    elif limit >= 0:
+        warnings.add(obj.where, "spec.resources.gpu.limit", "a limit without quota is not expressible (a v1 team "
+                     "without nominal quota may only borrow): not honoured")
+    if weight > 0:
+        team.weight = float(weight)
+    for name in ("cpu", "memory"):
+        r = resources.sub(name)
+        if any(_number(r, k, -1) >= 0 for k in ("quota", "limit")):
+            warnings.add(obj.where, f"spec.resources.{name}", "only GPUs are counted by quotas: not honoured")
+    for key in ("priority", "preemptMinRuntime", "reclaimMinRuntime"):
+        if spec.has(key):
+            warnings.add(obj.where, f"spec.{key}", "per-queue setting: not honoured")
+    return team
+
+
+def _number(view: View, key: str, default: float) -> float:
+    value = view.get(key, (int, float, str), default)
+    try:
+        return float(parse_quantity(value))
+    except QuantityError as exc:
+        view.fail(key, str(exc))
+
+
+# --------------------------------------------------------------------------------------------
+# Kueue
+
+
+def flavor_scope(obj: Obj, nodes: list[NodeInfo]) -> tuple[list[str], Scope | None]:
+    """The nodes a ResourceFlavor selects, and the v1 quota scope with exactly those GPU nodes."""
+    wanted = obj.view().sub("spec").string_map("nodeLabels")
+    matched = [n for n in nodes if all(n.labels.get(k) == v for k, v in wanted.items())]
+    gpu_all = {n.name for n in nodes if n.gpus}
+    gpu_matched = {n.name for n in matched if n.gpus}
+    if not gpu_matched:
+        return [n.name for n in matched], None
+    if gpu_matched == gpu_all:
+        return [n.name for n in matched], CLUSTER
+    pools = sorted({n.pool for n in nodes if n.gpus})
+    models = sorted({n.gpu_model for n in nodes if n.gpus and n.gpu_model})
+    candidates: list[Scope] = [(p, None) for p in pools] + [(None, m) for m in models]
+    candidates += [(p, m) for p in pools for m in models]
+    for pool, model in candidates:
+        members = {n.name for n in nodes if n.gpus and (pool is None or n.pool == pool)
+                   and (model is None or n.gpu_model == model)}
+        if members == gpu_matched:
+            return [n.name for n in matched], (pool, model)
+    return [n.name for n in matched], None
+
+
+def cluster_queue(obj: Obj, flavors: dict[str, Scope | None], warnings: Warnings) -> TeamSpec:
+    spec = obj.view().sub("spec")
+    cohort = spec.text("cohortName") or spec.text("cohort")
+    weight = _fair_weight(obj, spec, warnings)
+    preemption = spec.sub("preemption")
+    team = TeamSpec(obj.name, obj.where, weight=weight, kueue=True, cohort=cohort,
+                    within=preemption.text("withinClusterQueue", "Never") or "Never",
+                    reclaim=preemption.text("reclaimWithinCohort", "Never") or "Never")
+    if team.within != "Never" or team.reclaim != "Never":
+        warnings.add(obj.where, "spec.preemption", "approximated: a workload of this cohort is preemptible, and "
+                     "placement/v1 evicts for a higher priority or to reclaim borrowed quota")
+    if preemption.has("borrowWithinCohort"):
+        warnings.add(obj.where, "spec.preemption.borrowWithinCohort", "preempting to borrow is not honoured")
+    others: set[str] = set()
+    for g in spec.items("resourceGroups"):
+        for f in g.items("flavors"):
+            name = f.text("name", required=True)
+            if name not in flavors:
+                f.fail("name", f"ResourceFlavor '{name}' is not in the input (flavors: "
+                       f"{', '.join(sorted(flavors)) or 'none'})")
+            team.flavors[name] = flavors[name]
+            for r in f.items("resources"):
+                if r.text("name", required=True) == GPU:
+                    _kueue_resource(obj, team, name, flavors[name], r, cohort, warnings)
+                else:
+                    others.add(r.text("name") or "")
+    if others:
+        warnings.add(obj.where, "spec.resourceGroups", f"quotas on {', '.join(sorted(others))}: only {GPU} is "
+                     "counted by quotas, not honoured")
+    if cohort is None and team.quotas:
+        warnings.add(obj.where, "spec.cohortName", "no cohort: the queue neither borrows nor lends (limits 0)")
+    for key in ("flavorFungibility", "admissionChecks", "admissionChecksStrategy", "namespaceSelector",
+                "stopPolicy", "admissionScope"):
+        if spec.value.get(key):  # an empty selector selects everything: nothing to honour
+            warnings.add(obj.where, f"spec.{key}", "not honoured by placement/v1")
+    if sum(1 for s in team.flavors.values() if s is not None) > 1:
+        warnings.add(obj.where, "spec.resourceGroups", "flavor order is Kueue's preference; placement/v1 chooses "
+                     "among the flavors' nodes by its objective (price, topology)")
+    return team
+
+
+def _fair_weight(obj: Obj, spec: View, warnings: Warnings) -> float:
+    fair = spec.sub("fairSharing")
+    if not fair.has("weight"):
+        return 1.0
+    try:
+        weight = float(parse_quantity(fair.value["weight"]))
+    except QuantityError as exc:
+        fair.fail("weight", str(exc))
+    if weight <= 0:
+        warnings.add(obj.where, "spec.fairSharing.weight", "weight 0 (borrow only what nobody else wants) is "
+                     "imported as the smallest weight, 0.001")
+        return 0.001
+    return weight
+
+
+def _kueue_resource(obj: Obj, team: TeamSpec, flavor: str, scope: Scope | None, r: View, cohort: str | None,
+                    warnings: Warnings) -> None:
+    if scope is None:
+        warnings.add(obj.where, r.where(), f"flavor '{flavor}' selects GPU nodes that no pool, GPU model or both "
+                     "form exactly: its GPU quota is not honoured")
+        return
+    values: dict[str, int] = {}
+    for key, out in (("nominalQuota", "nominal"), ("borrowingLimit", "borrowing_limit"),
+                     ("lendingLimit", "lending_limit")):
+        if r.has(key):
+            try:
+                q = parse_quantity(r.value[key])
+            except QuantityError as exc:
+                r.fail(key, str(exc))
+            if q < 0:
+                r.fail(key, "must not be negative")
+            values[out] = _whole(r, key, q)
+    if "nominal" not in values:
+        r.fail("nominalQuota", "required")
+    if cohort is None:
+        values.update(borrowing_limit=0, lending_limit=0)
+    if scope in team.quotas:
+        old = team.quotas[scope]
+        warnings.add(obj.where, r.where(), f"two flavors form the same scope {scope}: their quotas are added")
+        for k, v in values.items():
+            old[k] = old.get(k, 0) + v
+    else:
+        team.quotas[scope] = values
