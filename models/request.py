@@ -339,7 +339,8 @@ class Job(Strict):
     #: (`placement usage annotate` writes it from DCGM); below a task's gpu_memory_gib it costs
     #: `usage.over_declared`, and it sizes the MIG instance a `right_size` job may be moved to
     observed_gpu_memory_gib: float | None = Field(None, ge=0)
-    #: mean utilisation of the job's GPUs over that window, 0..1 (DCGM_FI_DEV_GPU_UTIL / 100)
+    #: mean utilisation of the job's GPUs over that window, 0..1 (DCGM_FI_DEV_GPU_UTIL / 100); a right-sized
+    #: pod's instance has at least this × policy.right_size_headroom of the GPU's SMs
     observed_sm_util: float | None = Field(None, ge=0, le=1)
     #: opt in: one-GPU pods may take a MIG instance with observed_gpu_memory_gib × policy.right_size_headroom
     #: instead (compile/usage.py); no observation, no offer
@@ -454,9 +455,10 @@ class Weights(Strict):
 
     priority: float = Field(1.0, ge=0)
     fragmentation: float = Field(0.1, ge=0)
-    #: GPU-equivalents per currency unit of expected cost: 0.001 = $1,000 weighs as much as placing
-    #: one lowest-priority GPU (compile/cost.py explains the conversion)
-    cost: float = Field(0.001, ge=0)
+    #: GPU-equivalents per currency unit of expected cost: 0.01 = $100 weighs as much as placing
+    #: one lowest-priority GPU (compile/cost.py explains the conversion; on existing nodes only the
+    #: premium over a task's cheapest node counts, so cost steers where work runs, not whether)
+    cost: float = Field(0.01, ge=0)
     #: per GPU a team holds below its fair entitlement, most for its first quarter (compile/fairness.py)
     fairness: float = Field(1.0, ge=0)
     #: per GPU of a placed job, per day it has waited since `submitted_at` (capped at 30 days)
@@ -471,8 +473,9 @@ class Weights(Strict):
     #: per GPU of a placed pod whose declared gpu_memory_gib goes unused (observed_gpu_memory_gib),
     #: times the unused fraction: declared 32 GiB, used 8 -> 0.75 of this (compile/usage.py)
     over_declared: float = Field(0.5, ge=0)
-    #: per GPU a right-sized pod saves by taking a MIG instance instead of a whole GPU
-    right_size: float = Field(0.1, ge=0)
+    #: per GPU a right-sized pod saves by taking a MIG instance instead of a whole GPU (0.25: a 1g pod
+    #: saving 7/8 of a GPU outweighs one MIG re-layout at the default mig_reconfigure)
+    right_size: float = Field(0.25, ge=0)
 
 
 class Policy(Strict):

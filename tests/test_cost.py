@@ -76,8 +76,9 @@ def test_checkpointing_job_goes_to_spot_and_the_other_to_on_demand_at_hand_compu
     assert p.cost.per_hour == pytest.approx(1.3 * 8 + 4.0 * 8)
     assert p.cost.gpu_hours == pytest.approx(2 * 8 * 48)
     # The objective term is the premium over each task's cheapest node (spot here, for both) in
-    # dollars × policy.weights.cost (0.001 by default), negated: only nockpt pays one.
-    assert p.objective.terms["cost.compute"] == pytest.approx(-(1536.0 - 499.2) / 1000, abs=2e-3)
+    # dollars × policy.weights.cost (0.01 by default), negated and capped at half the pod's value
+    # (8 GPUs → $400): only nockpt pays one, the cap.
+    assert p.objective.terms["cost.compute"] == pytest.approx(-min(1536.0 - 499.2, 0.5 * 8 / 0.01) / 100, abs=2e-3)
 
 
 def test_a_job_without_checkpoints_would_rather_pay_on_demand_than_restart_on_spot() -> None:
