@@ -754,7 +754,8 @@ def _sharing(ctx: _Context) -> list[str]:
 
 
 def _right_size(ctx: _Context) -> list[str]:
-    """A right-sized pod's instance holds at least the job's observed GPU memory × policy.right_size_headroom."""
+    """A right-sized pod's instance holds at least the job's observed GPU memory × policy.right_size_headroom,
+    and at least its observed utilisation × headroom of the GPU's SMs (compute slices)."""
     headroom = ctx.request.policy.right_size_headroom
     out: list[str] = []
     for r in ctx.resolved:
@@ -772,6 +773,12 @@ def _right_size(ctx: _Context) -> list[str]:
         if got.memory_gib < seen * headroom - EPS:
             out.append(f"right_size: {_pod(r.a)} holds {got.name} ({_num(got.memory_gib)} GiB); job {r.job.name} "
                        f"needs observed {_num(seen)} GiB × headroom {_num(headroom)} = {_num(seen * headroom)} GiB")
+        util = r.job.observed_sm_util
+        total = model.mig.compute_slices if model is not None and model.mig is not None else 0
+        if util is not None and total and got.compute_slices / total < util * headroom - EPS:
+            out.append(f"right_size: {_pod(r.a)} holds {got.name} ({got.compute_slices}/{total} of the SMs); job "
+                       f"{r.job.name} needs observed utilisation {_num(util)} × headroom {_num(headroom)} = "
+                       f"{_num(util * headroom)} of them")
     return out
 
 

@@ -11,21 +11,26 @@ and `observed_sm_util` onto jobs. Two things follow here:
 
 * **right-size offer** (`right_size: true`) — each one-GPU task of the job gets an *alternative*
   task beside it: the same pods, each on a MIG instance holding observed × `policy.right_size_headroom`
-  (`mig_profile: auto`). Per pod the solver takes the GPU or the instance: the two tasks together
+  (`mig_profile: auto`) on nodes where that instance also has observed_sm_util × headroom of the SMs
+  (`build_problem`). Per pod the solver takes the GPU or the instance: the two tasks together
   place exactly as many pods as the declared one has (the gang counts them as one). An instance
   pod keeps the job's full priority value (it does the same work, by observation) and earns
-  `weights.right_size` per GPU it frees, so the solver right-sizes whenever an instance is there.
+  `weights.right_size` per GPU it frees, so, other terms equal, the solver right-sizes whenever an
+  instance is there (the fairness term counts whole GPUs only: a team under its share may keep them).
   The offer is a rewrite of the request before the problem is indexed (`build_problem`), so every
   other module sees an ordinary MIG task; `trim` keeps the greedy plan to one choice per pod and
   `fold` gives the plan back in the request's own names, with the saving (`Plan.right_sized`).
 
-GPU_UTIL (time a kernel ran) says nothing of how many SMs a job needs, so it does not size an
-instance; the report shows it beside the offer.
+GPU_UTIL (the time any kernel ran) is an upper bound on the share of SMs a job keeps busy, so the
+compute test is safe but strict: a job busy 12 % of the time does not fit a 1g (1/7) instance with
+the default headroom, and only the smallest instance holding the memory is offered.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+import numpy as np
 
 from models import Job, PlacementRequest, Plan, RightSized, Task
 from placement import catalog, devices
@@ -52,6 +57,8 @@ class Offer:
     alternative: str
     observed_gib: float
     needs_gib: float
+    #: share of the GPU's SMs the instance must have: observed_sm_util × headroom (None: not observed)
+    needs_compute: float | None = None
 
 
 @dataclass(frozen=True)
@@ -79,8 +86,9 @@ def offers(request: PlacementRequest) -> list[Offer]:
         for task in job.tasks:
             alt = task.name + SUFFIX
             if task.gpus == 1 and alt not in names:
+                util = job.observed_sm_util
                 out.append(Offer(job.name, task.name, alt, job.observed_gpu_memory_gib,
-                                 job.observed_gpu_memory_gib * headroom))
+                                 job.observed_gpu_memory_gib * headroom, None if util is None else util * headroom))
     return out
 
 
@@ -107,16 +115,49 @@ def with_alternatives(request: PlacementRequest, chosen: list[Offer]) -> Placeme
 
 def build_problem(request: PlacementRequest) -> Problem:
     """`problem.build`, with the right-size offers that some node could take (an offer no MIG node can
-    hold would only clutter pending reasons, so it is withdrawn and the request indexed again)."""
+    hold would only clutter pending reasons, so it is withdrawn and the request indexed again).
+
+    Compute: GPU_UTIL (the time any kernel ran) is at least the share of SMs a job keeps busy, so an
+    instance with `compute_slices` ≥ observed_sm_util × headroom of the GPU's is sure to be enough;
+    nodes whose instance (the smallest holding the memory) has fewer are dropped from the offer.
+    """
     chosen = offers(request)
     if not chosen:
         return problem_mod.build(request)
     problem = problem_mod.build(with_alternatives(request, chosen))
-    live = [p.offer for p in _pairs(problem, chosen) if problem.tasks[p.alternative].candidates.size]
+    masks = {p.offer: _compute_ok(problem, p) for p in _pairs(problem, chosen)}
+    live = [o for o in chosen if masks[o].any()]
     if len(live) < len(chosen):
-        problem = problem_mod.build(with_alternatives(request, live)) if live else problem_mod.build(request)
-    problem.extras[EXTRA] = _pairs(problem, live)
+        if not live:
+            return problem_mod.build(request)
+        problem = problem_mod.build(with_alternatives(request, live))
+        masks = {p.offer: _compute_ok(problem, p) for p in _pairs(problem, live)}
+    found = _pairs(problem, live)
+    tasks = list(problem.tasks)
+    for p in found:
+        keep = masks[p.offer]
+        info = tasks[p.alternative]
+        tasks[p.alternative] = replace(info, candidates=info.candidates[keep], max_per_node=info.max_per_node[keep],
+                                       funnel=(*info.funnel, ("right_size_compute", int(keep.sum()))))
+    problem = replace(problem, tasks=tuple(tasks))
+    problem.extras[EXTRA] = found
     return problem
+
+
+def _compute_ok(problem: Problem, p: Pair) -> np.ndarray:
+    """Per candidate node of the alternative: does its instance have the SM share the job needs?"""
+    info = problem.tasks[p.alternative]
+    need = p.offer.needs_compute
+    view = problem.devices
+    if need is None or view is None:
+        return np.ones(info.candidates.size, dtype=bool)
+    out = []
+    for n in info.candidates.tolist():
+        geo = view.geometry(n)
+        profile = devices.profile_for(info.spec, geo)
+        out.append(geo is not None and profile is not None
+                   and profile.compute_slices / geo.compute_slices >= need - 1e-9)
+    return np.array(out, dtype=bool)
 
 
 def _pairs(problem: Problem, chosen: list[Offer]) -> list[Pair]:
