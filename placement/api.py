@@ -99,8 +99,11 @@ def _search(ctx: compiler.ModelContext, policy: Policy, baseline: Placement, bas
     n_vars = len(ctx.model.proto.variables)
     mode = "deterministic" if policy.deterministic else "wall-clock"
 
+    # decode, pending reasons and verify run after the search and count against the limit too
+    reserve = min(0.25 * policy.time_limit_s, 0.05 + 2e-4 * len(ctx.problem.jobs) + 1e-4 * ctx.problem.n_nodes)
+
     def remaining(share: float) -> float:
-        return policy.time_limit_s * share if policy.deterministic else policy.time_limit_s - (
+        return policy.time_limit_s * share if policy.deterministic else policy.time_limit_s - reserve - (
             time.perf_counter() - start)
 
     def windows(share: float) -> tuple[solve.SolveResult, Placement, str]:

@@ -498,12 +498,13 @@ Placer = Callable[..., int]
 
 def needed(problem: Problem) -> bool:
     """Does the greedy need the device ledger? (MIG/shared pods, or idle partitioned GPUs it may make whole)"""
-    view = problem.devices
-    if view is None:
-        return False
-    if any(uses_devices(t.spec) for t in problem.tasks):
-        return True
-    return view.changes and any(g.idle for gpus in view.mig for g in gpus)
+    cached = problem.extras.get("devices_needed")
+    if cached is None:  # asked once per pending job by explain: answer from the first look
+        view = problem.devices
+        cached = view is not None and (any(uses_devices(t.spec) for t in problem.tasks) or bool(
+            view.changes and any(g.idle for gpus in view.mig for g in gpus)))
+        problem.extras["devices_needed"] = cached
+    return cached
 
 
 class _Gpu:
