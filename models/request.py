@@ -9,25 +9,13 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from functools import cached_property
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from models.errors import ErrorList
 
 API_VERSION = "placement/v1"
-
-#: Fields that later modules will honour: field name -> the concern that brings them.
-_LATER = {
-    "previous_plan": "plan stability (previous_plan)",
-}
-
-
-def _not_yet(value: Any, field: str, default: Any = None) -> Any:
-    if value is None or value == default or value == {} or value == []:
-        return default
-    raise ValueError(f"not supported yet: {_LATER[field]}; remove '{field}' or leave it empty")
-
 
 class Strict(BaseModel):
     """Unknown fields are errors: a misspelt field must not be silently dropped."""
@@ -476,6 +464,28 @@ class Weights(Strict):
     #: per GPU a right-sized pod saves by taking a MIG instance instead of a whole GPU (0.25: a 1g pod
     #: saving 7/8 of a GPU outweighs one MIG re-layout at the default mig_reconfigure)
     right_size: float = Field(0.25, ge=0)
+    #: per GPU of a pending pod that stays on the node the previous plan gave it (compile/stability.py)
+    stability: float = Field(0.2, ge=0)
+
+
+class PreviousAssignment(BaseModel):
+    """One assignment of the previous cycle's plan; the rest of that plan's fields are not read."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    job: str
+    task: str
+    node: str
+
+
+class PreviousPlan(BaseModel):
+    """The plan this caller received last cycle, passed back as it came (extra fields ignored on
+    purpose: a scheduler should not have to edit it). Jobs that have since started or vanished
+    are simply not pending any more, so their entries have nothing to keep."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    assignments: list[PreviousAssignment] = Field(default_factory=list)
 
 
 class Policy(Strict):
@@ -485,7 +495,9 @@ class Policy(Strict):
     deterministic: bool = False
     relative_gap_limit: float = Field(0.0, ge=0, le=1)
     weights: Weights = Field(default_factory=Weights)
-    previous_plan: Any = None
+    #: last cycle's plan: pending pods that keep their node earn weights.stability, so plans do not
+    #: flip-flop between cycles while a job waits for its bind
+    previous_plan: PreviousPlan | None = None
     #: this cycle is in peak hours: `reserve` is held back and deferrable jobs may wait
     peak: bool = False
     #: pool -> GPUs of its nodes left free during peak (e.g. for inference); released off-peak
@@ -506,12 +518,6 @@ class Policy(Strict):
     right_size_headroom: float = Field(1.25, ge=1, le=4)
 
     _tz = field_validator("now")(_utc)
-
-
-    @field_validator("previous_plan", mode="before")
-    @classmethod
-    def _later(cls, v: Any, info: Any) -> Any:
-        return _not_yet(v, info.field_name)
 
 
 class Cluster(Strict):

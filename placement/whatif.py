@@ -249,8 +249,6 @@ def _policy(data: dict[str, Any], update: dict[str, Any]) -> None:
 
 
 def _quota(data: dict[str, Any], change: Quota) -> None:
-    if "quota" in _unbuilt():
-        raise ScenarioError("quota scenarios need the teams module: quotas are not supported yet")
     team = next((t for t in data["teams"] if t["name"] == change.team), None)
     if team is None:
         raise ScenarioError(f"unknown team {change.team}")
@@ -258,19 +256,10 @@ def _quota(data: dict[str, Any], change: Quota) -> None:
 
 
 def _mig(data: dict[str, Any], change: Mig) -> None:
-    if "mig" in _unbuilt():
-        raise ScenarioError("MIG layout scenarios need the GPU-sharing module: MIG is not supported yet")
     node = next((n for n in data["cluster"]["nodes"] if n["name"] == change.node), None)
     if node is None:
         raise ScenarioError(f"unknown node {change.node}")
     node["mig"] = copy.deepcopy(change.layout)
-
-
-def _unbuilt() -> set[str]:
-    """Request fields the wire format still rejects as 'not supported yet'."""
-    from models import request
-
-    return set(getattr(request, "_LATER", {}))
 
 
 _APPLY = {"add_nodes": _add_nodes, "remove_rack": _remove_rack, "peak": _peak, "provision": _provision,

@@ -46,7 +46,6 @@ def _running(d: dict[str, Any], job: str, **pod: Any) -> None:
 
 
 NAN, INF = float("nan"), float("inf")
-NOT_YET = "not supported yet"
 
 # (case id, mutation, expected loc, phrases of which at least one is in the message)
 CASES: list[tuple[str, Mutation, tuple[str | int, ...], tuple[str, ...]]] = [
@@ -130,8 +129,8 @@ CASES: list[tuple[str, Mutation, tuple[str | int, ...], tuple[str, ...]]] = [
      ("api_version",), ("placement/v1",)),
     ("unknown-taint-effect", lambda d: _node(d).update(taints=[{"key": "k", "effect": "Sometimes"}]),
      ("cluster", "nodes", 0, "taints", 0, "effect"), ("NoSchedule",)),
-    ("previous-plan", lambda d: d.update(policy={"previous_plan": {"assignments": []}}),
-     ("policy", "previous_plan"), (NOT_YET,)),
+    ("previous-plan-shape", lambda d: d.update(policy={"previous_plan": {"assignments": [{"job": "j"}]}}),
+     ("policy", "previous_plan", "assignments", 0, "task"), ("Field required",)),
     ("running-cpu-over-node", lambda d: _running(d, "r2", node="n1", cpu=60),
      ("cluster", "nodes", 0, "cpu"), ("running pods use 68 CPUs, more than the node's 64",)),
     ("running-memory-over-node", lambda d: _running(d, "r2", node="n1", memory_gib=500),

@@ -97,19 +97,6 @@ def test_quota_change_sets_the_teams_quota() -> None:
     assert (quota.gpus.nominal, quota.gpus.borrowing_limit) == (8, 0)
 
 
-@pytest.mark.parametrize(("field", "change", "phrase"), [
-    ("quota", {"quota": {"team": "t1", "quota": {}}}, "teams module"),
-    ("mig", {"mig": {"node": "a", "layout": {}}}, "GPU-sharing module"),
-])
-def test_scenario_kinds_of_unbuilt_modules_are_rejected_clearly(monkeypatch: pytest.MonkeyPatch, field: str,
-                                                                change: dict[str, Any], phrase: str) -> None:
-    import models.request
-
-    monkeypatch.setattr(models.request, "_LATER", {**models.request._LATER, field: "later"})
-    with pytest.raises(ScenarioError, match=phrase):
-        apply(_request(), _scenario("x", change))
-
-
 def test_a_change_has_exactly_one_kind() -> None:
     with pytest.raises(ValueError, match="exactly one kind"):
         _scenario("x", {"peak": True, "remove_rack": "r1"})

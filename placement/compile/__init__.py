@@ -21,6 +21,7 @@ from placement.compile import (
     priority,
     quota,
     sharing,
+    stability,
     topology,
     usage,
 )
@@ -28,7 +29,7 @@ from placement.compile.context import SCALE, ModelContext
 from placement.problem import Problem
 
 MODULES: tuple[ModuleType, ...] = (gang, capacity, priority, fragmentation, cost, quota, fairness, preemption,
-                                   topology, mig, sharing, usage)
+                                   topology, mig, sharing, usage, stability)
 
 
 def build(problem: Problem, candidates: list[np.ndarray] | None = None) -> ModelContext:
