@@ -369,12 +369,27 @@ def _reserve(ctx: _Context) -> list[str]:
     if not policy.peak:
         return []
     out: list[str] = []
+    # Whole GPUs only: a shared GPU is never free whole, nor a partitioned one unless the plan may make it
+    # whole (no kept running pod holds an instance there). The plan takes one per GPU of a whole-GPU pod
+    # and one per plain GPU it partitions for MIG pods (mig_changes); shares and instances take none.
+    instances = {(pod.node, pod.mig.gpu) for rj in ctx.request.cluster.running if rj.job not in ctx.evicted
+                 for pod in rj.pods if pod.mig is not None}
+
+    def whole(n: Node, g: int) -> bool:
+        if g in n.unhealthy_gpus or (n.name, g) in ctx.held or g in n.sharing:
+            return False
+        return g not in n.mig or (policy.allow_mig_changes and (n.name, g) not in instances)
+
+    nodes = {n.name: n for n in ctx.request.cluster.nodes}
+    partitioned = {(c.node, c.gpu) for c in ctx.plan.mig_changes if c.mig_enabled and c.node in nodes
+                   and c.gpu not in nodes[c.node].mig and whole(nodes[c.node], c.gpu)}
     for pool, reserve in policy.reserve.items():
         members = [n for n in ctx.request.cluster.nodes if n.pool == pool]
-        free = sum(1 for n in members for g in range(n.gpus)
-                   if g not in n.unhealthy_gpus and (n.name, g) not in ctx.held)
+        free = sum(1 for n in members for g in range(n.gpus) if whole(n, g))
         names = {n.name for n in members}
-        taken = sum(len(set(r.a.gpus)) for r in ctx.resolved if r.node.name in names)
+        taken = sum(len(set(r.a.gpus)) for r in ctx.resolved if r.node.name in names
+                    and r.task.gpu_share is None and r.task.mig_profile is None)
+        taken += sum(1 for node, _ in partitioned if node in names)
         if taken > max(0, free - reserve):
             out.append(f"reserve: pool {pool} has {free} free GPUs and must keep {reserve} during peak; "
                        f"the plan takes {taken}")
@@ -476,7 +491,9 @@ def _team_gpus(ctx: _Context, scope: _Scope) -> tuple[dict[str, int], dict[str, 
     for rj in ctx.request.cluster.running:
         if rj.team not in before:
             continue
-        here = sum(_healthy(ctx, pod.node, pod.gpus) for pod in rj.pods if pod.node in scope.nodes)
+        # whole GPUs only: a pod's share of a time-sliced/MPS GPU is not counted by quotas (GpuQuota)
+        here = sum(_healthy(ctx, pod.node, pod.gpus) for pod in rj.pods
+                   if pod.node in scope.nodes and pod.gpu_share is None)
         before[rj.team] += here
         if rj.job not in ctx.evicted:
             after[rj.team] += here

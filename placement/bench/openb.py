@@ -13,7 +13,9 @@ Layout:
 * the protocol — :func:`arrival_order` (shuffle, inflate to 130 %, node tie-break ranks) and
   :func:`replay` (one seed, one policy), :func:`allocation_curve` (the metric);
 * policies — :class:`RandomPolicy`, :class:`BestFitPolicy`, :class:`FGDPolicy`, vectorised with
-  numpy over nodes; more can be added with :func:`register_policy`;
+  numpy over nodes; more can be added with :func:`register_policy`. Ours, ``cpsat-online`` and
+  ``cpsat-batch`` / ``cpsat-batch50`` (windows of 200 / 50 queued pods), live in
+  :mod:`placement.bench.cpsat_policies`; the table lists batch policies apart (``kind``);
 * the face — :func:`run` (many seeds, summary dict) and :func:`main` (table and optional plot).
 
 Adding a policy: write a class with ``name``, ``prepare(ctx)`` and either
@@ -728,6 +730,32 @@ def register_policy(name: str, factory: PolicyFactory) -> None:
     POLICIES[name.lower()] = factory
 
 
+def _cpsat_online(seed: int) -> Any:
+    from placement.bench.cpsat_policies import CpsatOnlinePolicy  # imports this module: load lazily
+
+    return CpsatOnlinePolicy(seed)
+
+
+def _cpsat_batch(window: int) -> PolicyFactory:
+    def factory(seed: int) -> Any:
+        from placement.bench.cpsat_policies import CpsatBatchPolicy
+
+        return CpsatBatchPolicy(seed, window=window)
+
+    return factory
+
+
+# Ours (placement/bench/cpsat_policies.py). The batch policies see a window of queued pods: report apart.
+register_policy("cpsat-online", _cpsat_online)
+register_policy("cpsat-batch", _cpsat_batch(200))
+register_policy("cpsat-batch50", _cpsat_batch(50))
+
+
+def policy_kind(policy: Any) -> str:
+    """``online`` or ``batch W=…``: a batch sees its window of queued pods, so it is not like-for-like."""
+    return f"batch W={int(policy.window)}" if hasattr(policy, "choose_batch") else "online"
+
+
 def make_policy(name: str, seed: int) -> Any:
     """A fresh policy per seed, so no state (RNG, caches) leaks from one replay into the next."""
     try:
@@ -841,8 +869,11 @@ def run(
     tr = load_trace(trace, data)
     per_seed: list[dict[str, Any]] = []
     curves: dict[int, list[float]] = {}
+    kind = "online"
     for seed in seeds:
-        res = replay(nodes, tr, make_policy(policy, seed), seed, limit=limit)
+        pol = make_policy(policy, seed)
+        kind = policy_kind(pol)
+        res = replay(nodes, tr, pol, seed, limit=limit)
         for x, y in res.curve.items():
             curves.setdefault(x, []).append(y)
         per_seed.append(
@@ -873,6 +904,7 @@ def run(
     return {
         "trace": tr.name,
         "policy": policy,
+        "kind": kind,
         "seeds": per_seed,
         "mean": {k: _mean([s[k] for s in per_seed]) for k in keys},
         "curve": [[x, float(np.mean(ys))] for x, ys in sorted(curves.items())],
@@ -909,6 +941,7 @@ def format_table(results: Sequence[dict[str, Any]]) -> str:
     head = (
         "trace",
         "policy",
+        "kind",
         "alloc@100",
         "paper@100",
         "alloc@130",
@@ -921,7 +954,10 @@ def format_table(results: Sequence[dict[str, Any]]) -> str:
         "s/seed",
     )
     rows = [head]
-    for r in results:
+    # Batch policies see a window of queued pods: list them after the online ones of each trace.
+    traces = list(dict.fromkeys(r["trace"] for r in results))
+    ordered = sorted(results, key=lambda r: (traces.index(r["trace"]), r.get("kind", "online") != "online"))
+    for r in ordered:
         m, pub = r["mean"], r["published"]
         p130 = pub.get(130)
         diff = None if p130 is None or math.isnan(m["alloc_130"]) else m["alloc_130"] - p130
@@ -929,6 +965,7 @@ def format_table(results: Sequence[dict[str, Any]]) -> str:
             (
                 r["trace"],
                 r["policy"],
+                r.get("kind", "online"),
                 _fmt(m["alloc_100"]),
                 _fmt(pub.get(100)),
                 _fmt(m["alloc_130"]),
@@ -943,7 +980,7 @@ def format_table(results: Sequence[dict[str, Any]]) -> str:
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     lines = [
-        "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+        "  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
         for row in rows
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))

@@ -28,8 +28,9 @@ from placement.compile import (
 from placement.compile.context import SCALE, ModelContext
 from placement.problem import Problem
 
-MODULES: tuple[ModuleType, ...] = (gang, capacity, priority, fragmentation, cost, quota, fairness, preemption,
-                                   topology, mig, sharing, usage, stability)
+# cost comes after mig: its peak-reserve row counts the idle whole GPUs mig may partition
+MODULES: tuple[ModuleType, ...] = (gang, capacity, priority, fragmentation, quota, fairness, preemption,
+                                   topology, mig, sharing, cost, usage, stability)
 
 
 def build(problem: Problem, candidates: list[np.ndarray] | None = None) -> ModelContext:

@@ -89,6 +89,9 @@ class ModelContext:
                 for ub, n in zip(bounds, self.candidates[t], strict=True)
             ])
         self._per_node: list[list[tuple[cp_model.IntVar, int, int]]] | None = None
+        #: node -> (count of its idle whole GPUs the plan partitions, upper bound), from compile/mig.py:
+        #: rules that count whole free GPUs (the peak reserve) must see them go
+        self.partitioned: dict[int, list[tuple[cp_model.IntVar, int]]] = {}
         self.placed = [self.model.new_bool_var(f"placed[{j}]") for j in range(len(problem.jobs))]
         self.evicted: dict[int, cp_model.IntVar] = {
             r: self.model.new_bool_var(f"evicted[{r}]") for r in _preemptable(problem)

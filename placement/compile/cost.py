@@ -80,8 +80,10 @@ def _reserve(ctx: ModelContext) -> None:
     real = provision.first_added(problem.request)
     per_node = ctx.node_terms()
     for pool, allowed in allowance.items():
-        pairs = [(var, int(problem.tasks[t].demand[0]), ub) for n in range(real) if problem.nodes[n].pool == pool
+        members = [n for n in range(real) if problem.nodes[n].pool == pool]
+        pairs = [(var, int(problem.tasks[t].demand[0]), ub) for n in members
                  for var, t, ub in per_node[n] if problem.tasks[t].demand[0] > 0]
+        pairs += [(var, 1, ub) for n in members for var, ub in ctx.partitioned.get(n, [])]  # whole GPUs MIG takes
         if sum(g * ub for _, g, ub in pairs) <= allowed:
             continue  # cannot reach the reserve: no row needed
         ctx.model.add(cp_model.LinearExpr.weighted_sum([v for v, _, _ in pairs], [g for _, g, _ in pairs])

@@ -76,6 +76,8 @@ def apply(ctx: ModelContext) -> None:
         table = _node_table(ctx, n, wants.get(n, []), bool(whole[n]))
         tables[n] = table
         changed += [v for c in table.classes for v, cfg in zip(c.counts, c.configs, strict=False) if cfg.changed]
+        ctx.partitioned[n] = [(v, len(c.gpus)) for c in table.classes if c.free is None
+                              for v, cfg in zip(c.counts, c.configs, strict=False) if not cfg.whole]
         _whole_row(ctx, n, table, whole[n])
     if changed:
         ctx.objective.add(NAME, changed, [-1.0] * len(changed), problem.request.policy.weights.mig_reconfigure)

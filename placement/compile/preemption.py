@@ -154,9 +154,14 @@ def warm_start(ctx: ModelContext, base: Placement, budget_s: float
     for score, _, warm in scored:
         if score <= floor + 1e-9:
             break
-        values = _complete(ctx, ctx.assignment_of(warm), max(0.05, budget_s - (time.perf_counter() - start)))
-        if values is not None:
-            return warm, values, _score(ctx, values)
+        solved = _complete(ctx, ctx.assignment_of(warm), max(0.05, budget_s - (time.perf_counter() - start)))
+        if solved is not None:
+            # The warm plan kept only counts and evictions: its MIG layouts and shared-GPU picks are the
+            # completed solution's; every value then follows from the placement, as the hint rules give them.
+            ctx.read_extras(solved, warm)
+            values = ctx.assignment_of(warm)
+            if _score(ctx, values) > floor + 1e-9:
+                return warm, values, _score(ctx, values)
     return None
 
 
@@ -165,7 +170,8 @@ def _score(ctx: ModelContext, values: dict[int, int]) -> float:
 
 
 def _complete(ctx: ModelContext, values: dict[int, int], budget_s: float) -> dict[int, int] | None:
-    """Fix every placement and eviction to `values` and let CP-SAT fill in the rest; None if infeasible."""
+    """Fix every placement and eviction to `values` and let CP-SAT fill in the rest (MIG layouts, shared-GPU
+    picks, ...): the completed solution, or None if infeasible."""
     model = ctx.model.clone()
     pinned = [v for xs in ctx.x for v in xs] + list(ctx.placed) + list(ctx.evicted.values())
     for var in pinned:
@@ -180,9 +186,7 @@ def _complete(ctx: ModelContext, values: dict[int, int], budget_s: float) -> dic
     solver.parameters.max_time_in_seconds = budget_s
     if solver.solve(model) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
-    # Auxiliaries as the hint rules compute them (the objective's own values for this placement).
-    return {i: int(solver.value(model.get_int_var_from_proto_index(i))) if i not in values else values[i]
-            for i in range(len(model.proto.variables))}
+    return {i: int(solver.value(model.get_int_var_from_proto_index(i))) for i in range(len(model.proto.variables))}
 
 
 class _Warm:

@@ -1,0 +1,341 @@
+"""The instance library (issue 8, part 6): seeded families of requests for benchmarks and solver research.
+
+``instances/library/FAMILY-SIZE.json`` with ``FAMILY-SIZE.best.json`` beside it (best objective
+and bound found by a longer solve: ``{objective, bound, time_s, workers}``), read by
+``placement bench instances/library``. Every instance is a pure function of (family, size): the
+seeds are fixed here, so regenerating gives the same bytes.
+
+Families (all built on :func:`placement.generate.generate`: 8-GPU HGX nodes in racks of 16, about
+half the GPUs held by running work, pending gangs with the ITP gang-size mix):
+
+* ``gangs`` — whole-GPU gangs only, ~3 jobs per node (about 1.6× more GPU demand than free GPUs).
+* ``topology`` — half the nodes become GB200 NVL72 trays (4 GPUs, 18 trays to an NVLink domain),
+  half HGX racks; the queue mixes scattered small jobs with gangs that require or prefer one NVLink
+  domain or rack, and tensor-parallel slices (the job mix of ``placement bench topology``).
+* ``mig`` — MIG-heavy inference: a third of the nodes have up to four GPUs partitioned (balanced,
+  all-1g or 2×3g layouts) with some instances held by running servers; the queue adds inference jobs
+  asking for a MIG profile (or ``auto`` by memory), and the plan may re-partition up to n/4 GPUs.
+* ``teams`` — the queue and running work belong to the eight largest Helios (SenseTime Venus, 2020)
+  virtual clusters, with nominal GPU quotas in their measured proportions and borrowing up to
+  twice the nominal.
+* ``spot`` — H100 racks split into on-demand and spot pools (prices, reclaim rate); half the jobs may
+  run on spot, most of them with checkpoints; expected runtimes priced by the cost module.
+
+Sizes: S = 16 nodes, M = 64, L = 256 are stored. XL = 1,024 nodes is a *recipe*, not a file (each
+XL file would be several MB; the repository stays small): ``python -m placement.bench.library
+--sizes XL --out DIR`` writes it, bit-identical on every machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from placement.generate import generate
+
+SIZES: dict[str, int] = {"S": 16, "M": 64, "L": 256, "XL": 1024}
+STORED_SIZES = ("S", "M", "L")
+FAMILIES = ("gangs", "topology", "mig", "teams", "spot")
+#: One fixed seed per family; the size is folded in so S, M, L are independent draws.
+SEEDS: dict[str, int] = {"gangs": 8101, "topology": 8201, "mig": 8301, "teams": 8401, "spot": 8501}
+#: Solve time for NAME.best.json, per size (seconds, 2 workers): a few times a scheduler cycle.
+BEST_TIME_S: dict[str, float] = {"S": 10.0, "M": 20.0, "L": 40.0, "XL": 60.0}
+
+#: Mean GPUs per day of the Helios Venus virtual clusters (SenseTime, SC'21, CC BY 4.0), over the
+#: 181 days of ``helios/venus_cluster_gpu_number.csv``, counted once when this module was written.
+#: The eight largest give the ``teams`` family its quota shape.
+HELIOS_VC_GPUS: dict[str, float] = {
+    "vcvGl": 152.9,
+    "vcefl": 80.0,
+    "vcEwI": 72.0,
+    "vchbv": 64.3,
+    "vcLTP": 64.0,
+    "vcHvQ": 64.0,
+    "vcWoR": 60.7,
+    "vcJsw": 56.5,
+    "vcvlY": 53.7,
+    "vcsBT": 51.6,
+    "vc8Gr": 48.0,
+    "vcKeu": 44.3,
+    "vcYVn": 38.2,
+    "vcKrE": 32.0,
+    "vcOhe": 30.0,
+    "vcP2J": 25.7,
+    "vchA3": 19.1,
+    "vccJW": 17.1,
+    "vcJLV": 13.8,
+    "vcJkd": 12.6,
+    "vcgkz": 8.0,
+    "vcbIW": 7.1,
+    "vc6YE": 6.9,
+    "vcEhP": 0.3,
+}
+
+
+def seed_of(family: str, size: str) -> int:
+    return SEEDS[family] * 10 + list(SIZES).index(size)
+
+
+def instance(family: str, size: str) -> dict[str, Any]:
+    """The request of one (family, size); deterministic."""
+    if family not in FAMILIES:
+        raise ValueError(f"unknown family {family!r}; known: {', '.join(FAMILIES)}")
+    if size not in SIZES:
+        raise ValueError(f"unknown size {size!r}; known: {', '.join(SIZES)}")
+    n, seed = SIZES[size], seed_of(family, size)
+    build = {"gangs": _gangs, "topology": _topology, "mig": _mig, "teams": _teams, "spot": _spot}[family]
+    req = build(n, seed)
+    req["policy"] = {"time_limit_s": 10, "workers": 2, "seed": 0, **req.get("policy", {})}
+    return req
+
+
+# ------------------------------------------------------------------------------------------ families
+
+
+def _gangs(n: int, seed: int) -> dict[str, Any]:
+    return generate(n, 3 * n, seed)
+
+
+def _topology(n: int, seed: int) -> dict[str, Any]:
+    """GB200 NVL72 trays and HGX racks (shapes of placement/bench/topology.py), exact node count n."""
+    from placement.bench import topology as topo
+
+    rng = np.random.default_rng(seed)
+    n_gb = n // 2
+    nodes: list[dict[str, Any]] = []
+    for t in range(n_gb):
+        d = t // topo.TRAYS
+        nodes.append(
+            {
+                "name": f"gb{d:02d}-{t % topo.TRAYS:02d}",
+                **topo.GB200,
+                "topology": {
+                    "nvlink": "nvswitch",
+                    "nvlink_domain": f"clique.{d:02d}",
+                    "rack": f"nvl{d:02d}",
+                    "block": f"gb-b{d // topo.RACKS_PER_BLOCK}",
+                },
+            }
+        )
+    for i in range(n - n_gb):
+        r = i // topo.HGX_NODES
+        nodes.append(
+            {
+                "name": f"hx{r:02d}-{i % topo.HGX_NODES:02d}",
+                **topo.H100,
+                "topology": {"nvlink": "nvswitch", "rack": f"hx{r:02d}", "block": f"hx-b{r // topo.RACKS_PER_BLOCK}"},
+            }
+        )
+    # About 40 % of GPUs busy; one domain or rack in four left untouched (what big gangs need).
+    groups = sorted({nd["topology"]["rack"] for nd in nodes})
+    untouched = set(rng.choice(groups, size=max(1, len(groups) // 4), replace=False).tolist())
+    running = []
+    for nd in nodes:
+        if nd["topology"]["rack"] in untouched:
+            continue
+        g = nd["gpus"]
+        used = int(rng.choice([0, 0, 1, 2, g // 2, g], p=[0.25, 0.15, 0.2, 0.15, 0.1, 0.15]))
+        if used:
+            running.append(
+                {
+                    "job": f"run-{nd['name']}",
+                    "priority": 0,
+                    "pods": [{"task": "w", "node": nd["name"], "gpus": list(range(used))}],
+                }
+            )
+    jobs = [topo._job(rng, i) for i in range(max(4, round(1.5 * n)))]
+    return {"api_version": "placement/v1", "cluster": {"nodes": nodes, "running": running}, "jobs": jobs}
+
+
+_MIG_LAYOUTS: list[list[dict[str, Any]]] = [
+    # balanced (mig-parted all-balanced on an 8-slice GPU): 2g + 1g + 1g + 3g
+    [
+        {"profile": "2g.20gb", "start": 0},
+        {"profile": "1g.10gb", "start": 2},
+        {"profile": "1g.10gb", "start": 3},
+        {"profile": "3g.40gb", "start": 4},
+    ],
+    [{"profile": "1g.10gb", "start": s} for s in range(7)],  # all-1g
+    [{"profile": "3g.40gb", "start": 0}, {"profile": "3g.40gb", "start": 4}],  # 2 × 3g
+]
+
+
+def _mig(n: int, seed: int) -> dict[str, Any]:
+    req = generate(n, n, seed)
+    rng = np.random.default_rng(seed + 1)
+    nodes = req["cluster"]["nodes"]
+    held: dict[str, set[int]] = {}
+    for job in req["cluster"]["running"]:
+        for pod in job["pods"]:
+            held.setdefault(pod["node"], set()).update(pod["gpus"])
+    inference = sorted(rng.choice(n, size=max(1, n // 3), replace=False).tolist())
+    servers = []
+    for i in inference:
+        node = nodes[i]
+        bad = set(node.get("unhealthy_gpus", []))
+        free = [g for g in range(node["gpus"]) if g not in held.get(node["name"], set()) and g not in bad]
+        for g in free[-4:]:
+            layout = _MIG_LAYOUTS[int(rng.integers(len(_MIG_LAYOUTS)))]
+            node.setdefault("mig", {})[str(g)] = layout
+            for inst in layout:
+                if rng.random() < 0.4:
+                    servers.append(
+                        {
+                            "job": f"serve-{node['name']}-{g}-{inst['start']}",
+                            "priority": 50,
+                            "pods": [
+                                {
+                                    "task": "server",
+                                    "node": node["name"],
+                                    "cpu": 4,
+                                    "memory_gib": 32,
+                                    "mig": {"gpu": g, **inst},
+                                }
+                            ],
+                        }
+                    )
+    req["cluster"]["running"].extend(servers)
+    for k in range(2 * n):
+        kind = rng.choice(["1g.10gb", "2g.20gb", "3g.40gb", "auto"], p=[0.45, 0.2, 0.2, 0.15])
+        task: dict[str, Any] = {
+            "name": "server",
+            "replicas": int(rng.choice([1, 2, 4, 8], p=[0.4, 0.3, 0.2, 0.1])),
+            "cpu": 4,
+            "memory_gib": 32,
+            "mig_profile": str(kind),
+        }
+        if kind == "auto":
+            task["gpu_memory_gib"] = float(rng.choice([8, 16, 30]))
+        req["jobs"].append({"name": f"infer-{k:05d}", "priority": int(rng.choice([10, 50])), "tasks": [task]})
+    req["policy"] = {"allow_mig_changes": True, "max_mig_changes": max(1, n // 4)}
+    return req
+
+
+def _teams(n: int, seed: int) -> dict[str, Any]:
+    req = generate(n, 3 * n, seed)
+    rng = np.random.default_rng(seed + 1)
+    top = sorted(HELIOS_VC_GPUS, key=lambda k: -HELIOS_VC_GPUS[k])[:8]
+    share = np.array([HELIOS_VC_GPUS[t] for t in top])
+    share = share / share.sum()
+    for job in req["cluster"]["running"] + req["jobs"]:
+        job["team"] = top[int(rng.choice(len(top), p=share))]
+    healthy = sum(nd["gpus"] - len(nd.get("unhealthy_gpus", [])) for nd in req["cluster"]["nodes"])
+    teams = []
+    for t, s in zip(top, share.tolist(), strict=True):
+        nominal = int(math.floor(0.9 * s * healthy))
+        teams.append(
+            {
+                "name": t,
+                "weight": 1.0,
+                "usage_gpu_h": round(float(s * healthy * 24 * rng.uniform(0.5, 1.5)), 1),
+                "quota": {"gpus": {"nominal": nominal, "borrowing_limit": nominal}},
+            }
+        )
+    req["teams"] = teams
+    return req
+
+
+def _spot(n: int, seed: int) -> dict[str, Any]:
+    req = generate(n, 2 * n, seed)
+    rng = np.random.default_rng(seed + 1)
+    racks = sorted({nd["topology"]["rack"] for nd in req["cluster"]["nodes"] if nd["pool"] == "h100"})
+    spot_racks = set(racks[1::3]) if len(racks) > 1 else set()
+    for nd in req["cluster"]["nodes"]:
+        if nd["pool"] == "h100" and (nd["topology"]["rack"] in spot_racks or (not spot_racks and rng.random() < 0.35)):
+            nd["pool"] = "h100-spot"
+    pools = {nd["pool"] for nd in req["cluster"]["nodes"]}
+    catalog = {
+        "h100": {"capacity_type": "on-demand", "gpu_hour_price": 4.0},
+        "h100-spot": {"capacity_type": "spot", "gpu_hour_price": 1.3, "reclaim_rate_per_h": 0.05},
+        "a100": {"capacity_type": "on-demand", "gpu_hour_price": 2.2},
+    }
+    req["cluster"]["pools"] = [{"name": p, **catalog[p]} for p in catalog if p in pools]
+    models = {"h100": "H100-SXM5-80GB", "a100": "A100-SXM4-80GB"}
+    for job in req["jobs"]:
+        for task in job["tasks"]:
+            pool = task.get("node_selector", {}).pop("placement/pool", None)
+            if pool is not None:
+                task["node_selector"]["placement/gpu-model"] = models[pool]
+        if rng.random() < 0.5:
+            job["spot_ok"] = True
+            if rng.random() < 0.7:
+                job["checkpoint_interval_h"] = float(rng.choice([0.5, 1.0, 2.0]))
+        job["expected_runtime_h"] = round(float(np.clip(rng.lognormal(math.log(6), 1.0), 0.5, 96)), 2)
+    return req
+
+
+# ------------------------------------------------------------------------------------------- writing
+
+
+def best_known(request: dict[str, Any], time_s: float, workers: int = 2) -> dict[str, Any]:
+    """Solve longer than a cycle and keep {objective, bound, time_s, workers} (bound None under LNS)."""
+    from placement.api import plan
+
+    req = dict(request)
+    req["policy"] = {**request.get("policy", {}), "time_limit_s": time_s, "workers": workers}
+    t0 = time.perf_counter()
+    result = plan(req)
+    return {
+        "objective": result.objective.total,
+        "bound": result.solver.bound,
+        "time_s": round(time.perf_counter() - t0, 2),
+        "workers": workers,
+        "status": result.status,
+    }
+
+
+def write(
+    out: Path,
+    families: list[str],
+    sizes: list[str],
+    best: bool,
+    workers: int = 2,
+    best_time: dict[str, float] | None = None,
+) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for family in families:
+        for size in sizes:
+            req = instance(family, size)
+            path = out / f"{family}-{size}.json"
+            path.write_text(json.dumps(req, separators=(",", ":")) + "\n")
+            written.append(path)
+            line = f"{path}: {len(req['cluster']['nodes'])} nodes, {len(req['jobs'])} jobs"
+            if best:
+                limit = (best_time or BEST_TIME_S)[size]
+                b = best_known(req, limit, workers)
+                path.with_name(f"{family}-{size}.best.json").write_text(json.dumps(b, indent=1) + "\n")
+                line += f"; best {b['objective']} bound {b['bound']} ({b['status']}, {b['time_s']} s)"
+            print(line, file=sys.stderr, flush=True)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m placement.bench.library", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=Path("instances/library"))
+    ap.add_argument("--families", default=",".join(FAMILIES))
+    ap.add_argument("--sizes", default=",".join(STORED_SIZES), help="S,M,L (stored) or XL (recipe)")
+    ap.add_argument("--no-best", action="store_true", help="skip the long solves that write NAME.best.json")
+    ap.add_argument("--best-time-s", type=float, default=None, help="one solve time for every size")
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args(argv)
+    families = [f for f in args.families.split(",") if f]
+    sizes = [s for s in args.sizes.split(",") if s]
+    times = {s: args.best_time_s for s in SIZES} if args.best_time_s else None
+    try:
+        write(args.out, families, sizes, not args.no_best, args.workers, times)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
