@@ -133,16 +133,18 @@ def pending_reason(problem: Problem, j: int, placement: Placement, usage: np.nda
                 return _filter_reason(problem, task)
             return ((quota_reason(problem, j, ledger) or _filter_reason(problem, task))
                     + preemption_hint(problem, j, placement, usage))
-    blocked = quota_reason(problem, j, ledger)
-    if blocked:
-        return blocked
     gang = gang_text(problem, j)
     domain = topology.pending_reason(problem, j, problem.free - usage, gang, _place_task)
     if domain:  # a required level or slice no domain can hold (placement/topology.py)
         return domain
-    if not _fits(problem, j, problem.free) and _too_big(problem, j):
-        return (f"does not fit even if no other job were placed: gang of {gang} "
-                "(free capacity too fragmented or too small)" + preemption_hint(problem, j, placement, usage))
+    if _too_big(problem, j) and not _fits(problem, j, problem.free):  # physics before policy
+        nodes = sorted(set().union(*(problem.tasks[t].candidates.tolist() for t in problem.job_tasks[j])))
+        free = int(problem.free[nodes, 0].sum()) if nodes else 0
+        return (f"does not fit even if no other job were placed: gang of {gang} needs {problem.job_gpus(j)} "
+                f"GPUs; matching nodes have {free} free" + preemption_hint(problem, j, placement, usage))
+    blocked = quota_reason(problem, j, ledger)
+    if blocked:
+        return blocked
     left = problem.free - usage
     if _fits(problem, j, left, placement):
         blocked = quota_reason(problem, j, ledger, _where(problem, j, left))
