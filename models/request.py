@@ -93,43 +93,6 @@ class GpuSharing(Strict):
     replicas: int = Field(ge=1, le=128)
 
 
-class Node(Strict):
-    name: str = Field(min_length=1)
-    pool: str | None = None
-    gpu_model: str | None = None
-    gpus: int = Field(0, ge=0, le=128)
-    cpu: float = Field(ge=0)
-    memory_gib: float = Field(ge=0)
-    labels: dict[str, str] = Field(default_factory=dict)
-    taints: list[Taint] = Field(default_factory=list)
-    topology: NodeTopology = Field(default_factory=NodeTopology)
-    #: GPU index -> its MIG layout (a listed GPU is partitioned, even with no instances, and never given whole)
-    mig: dict[int, list[MigInstance]] = Field(default_factory=dict)
-    #: GPU index -> time-slicing/MPS setting (a listed GPU takes only pods with gpu_share)
-    sharing: dict[int, GpuSharing] = Field(default_factory=dict)
-    unhealthy_gpus: list[int] = Field(default_factory=list)
-
-
-    @model_validator(mode="after")
-    def _check(self) -> Node:
-        errors = ErrorList("Node")
-        if self.gpus > 0 and not self.gpu_model:
-            errors.add(("gpu_model",), "required when the node has GPUs", None, "missing")
-        for what, gpus in (("mig", self.mig), ("sharing", self.sharing)):
-            for g in gpus:
-                if not 0 <= g < self.gpus:
-                    errors.add((what, g), f"GPU index {g} out of range 0..{self.gpus - 1}", g)
-        for g in sorted(set(self.mig) & set(self.sharing)):
-            errors.add(("sharing", g), f"GPU {g} is also MIG-partitioned; share a GPU one way only", g)
-        for i, g in enumerate(self.unhealthy_gpus):
-            if not 0 <= g < self.gpus:
-                errors.add(("unhealthy_gpus", i), f"GPU index {g} out of range 0..{self.gpus - 1}", g)
-        if len(set(self.unhealthy_gpus)) != len(self.unhealthy_gpus):
-            errors.add(("unhealthy_gpus",), "duplicate GPU index", self.unhealthy_gpus)
-        errors.raise_if_any()
-        return self
-
-
 class NodeTemplate(Strict):
     """The shape of a node a pool can add on demand: a Node without name, pool or history."""
 
@@ -147,6 +110,35 @@ class NodeTemplate(Strict):
             errors = ErrorList("NodeTemplate")
             errors.add(("gpu_model",), "required when the node has GPUs", None, "missing")
             errors.raise_if_any()
+        return self
+
+
+class Node(NodeTemplate):
+    """A node of the cluster: the shape of a NodeTemplate plus its name, pool and GPU state."""
+
+    name: str = Field(min_length=1)
+    pool: str | None = None
+    #: GPU index -> its MIG layout (a listed GPU is partitioned, even with no instances, and never given whole)
+    mig: dict[int, list[MigInstance]] = Field(default_factory=dict)
+    #: GPU index -> time-slicing/MPS setting (a listed GPU takes only pods with gpu_share)
+    sharing: dict[int, GpuSharing] = Field(default_factory=dict)
+    unhealthy_gpus: list[int] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check_gpus(self) -> Node:
+        errors = ErrorList("Node")
+        for what, gpus in (("mig", self.mig), ("sharing", self.sharing)):
+            for g in gpus:
+                if not 0 <= g < self.gpus:
+                    errors.add((what, g), f"GPU index {g} out of range 0..{self.gpus - 1}", g)
+        for g in sorted(set(self.mig) & set(self.sharing)):
+            errors.add(("sharing", g), f"GPU {g} is also MIG-partitioned; share a GPU one way only", g)
+        for i, g in enumerate(self.unhealthy_gpus):
+            if not 0 <= g < self.gpus:
+                errors.add(("unhealthy_gpus", i), f"GPU index {g} out of range 0..{self.gpus - 1}", g)
+        if len(set(self.unhealthy_gpus)) != len(self.unhealthy_gpus):
+            errors.add(("unhealthy_gpus",), "duplicate GPU index", self.unhealthy_gpus)
+        errors.raise_if_any()
         return self
 
 
