@@ -116,8 +116,8 @@ def read_node(obj: Obj, pool_labels: tuple[str, ...], warnings: Warnings) -> Nod
     root = obj.view()
     labels = obj.labels()
     status = root.sub("status")
-    allocatable = _quantities(status.sub("allocatable"))
-    capacity = _quantities(status.sub("capacity"))
+    allocatable = quantities(status.sub("allocatable"))
+    capacity = quantities(status.sub("capacity"))
     cpu = allocatable.get("cpu", capacity.get("cpu"))
     memory = allocatable.get("memory", capacity.get("memory"))
     if cpu is None or memory is None:
@@ -132,13 +132,16 @@ def read_node(obj: Obj, pool_labels: tuple[str, ...], warnings: Warnings) -> Nod
     return info
 
 
-def _quantities(view: View) -> dict[str, Fraction]:
+def quantities(view: View) -> dict[str, Fraction]:
+    """A resource map (allocatable, requests, limits, overhead) parsed exactly; errors name the field."""
     out: dict[str, Fraction] = {}
     for name, v in view.mapping_items():
         try:
             out[name] = parse_quantity(v.value)
         except QuantityError as exc:
             v.fail(None, str(exc))
+        if out[name] < 0:
+            v.fail(None, f"{v.value} must not be negative")
     return out
 
 

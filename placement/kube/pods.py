@@ -19,7 +19,7 @@ from fractions import Fraction
 from typing import Any
 
 from placement.catalog import normalize_profile
-from placement.kube.nodes import GPU, GPU_SHARED, MIG_PREFIX
+from placement.kube.nodes import GPU, GPU_SHARED, MIG_PREFIX, quantities
 from placement.kube.objects import View, Warnings
 from placement.kube.quantity import GIB, MIB, QuantityError, parse_quantity
 
@@ -113,21 +113,9 @@ def read_shape(spec: View, annotations: dict[str, str], meta: View, warnings: Wa
                  warnings).items())), tolerations=tuple(_tolerations(spec)))
 
 
-def _quantities(view: View) -> dict[str, Fraction]:
-    out: dict[str, Fraction] = {}
-    for name, v in view.mapping_items():
-        try:
-            out[name] = parse_quantity(v.value)
-        except QuantityError as exc:
-            v.fail(None, str(exc))
-        if out[name] < 0:
-            v.fail(None, f"{v.value} must not be negative")
-    return out
-
-
 def _container(c: View) -> dict[str, Fraction]:
     resources = c.sub("resources")
-    requests, limits = _quantities(resources.sub("requests")), _quantities(resources.sub("limits"))
+    requests, limits = quantities(resources.sub("requests")), quantities(resources.sub("limits"))
     for name in sorted(set(requests) & set(limits)):
         if name.startswith("nvidia.com/") and requests[name] != limits[name]:
             resources.sub("requests").fail(name, f"{requests[name]} differs from the limit {limits[name]}: "
@@ -158,7 +146,7 @@ def _requests(spec: View) -> dict[str, Fraction]:
             sidecars = _add(sidecars, need)
         else:
             init_peak = _max(init_peak, _add(need, sidecars))
-    return _add(_max(_add(apps, sidecars), init_peak), _quantities(spec.sub("overhead")))
+    return _add(_max(_add(apps, sidecars), init_peak), quantities(spec.sub("overhead")))
 
 
 def _count(spec: View, q: Fraction, name: str) -> int:
