@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
 from models import Plan, format_errors
+from placement.io import emit
 
 
 def _load(path: str, what: str) -> Any:
@@ -88,10 +88,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         return _invalid(exc, "request")
     text = result.model_dump_json(indent=2)
-    if args.output:
-        Path(args.output).write_text(text + "\n")
-    else:
-        print(text)
+    emit(text, args.output)
     print(summary(result), file=sys.stderr)
     return 0
 
@@ -122,10 +119,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     request = generate(args.nodes, args.jobs, args.seed)
     text = json.dumps(request, indent=1)
-    if args.output:
-        Path(args.output).write_text(text + "\n")
-    else:
-        print(text)
+    emit(text, args.output)
     return 0
 
 

@@ -78,24 +78,21 @@ def _fits(problem: Problem, j: int, free: np.ndarray, placement: Placement | Non
 def _gpus_by_node(problem: Problem, placement: Placement) -> dict[int, dict[int, int]]:
     """node -> placed job -> GPUs, built once per plan: thousands of pending jobs each ask who
     took their nodes, and scanning every placement for each of them cost minutes at 6k jobs."""
-    index = getattr(placement, "_gpus_by_node", None)
-    if index is None:
-        index = {}
+    if "gpus_by_node" not in placement.memo:
+        index: dict[int, dict[int, int]] = {}
         for (t, n), k in placement.counts.items():
             if k:
                 jobs = index.setdefault(n, {})
                 rival = problem.tasks[t].job
                 jobs[rival] = jobs.get(rival, 0) + int(problem.tasks[t].demand[0]) * k
-        placement._gpus_by_node = index  # type: ignore[attr-defined]
-    return index
+        placement.memo["gpus_by_node"] = index
+    return placement.memo["gpus_by_node"]  # type: ignore[return-value]
 
 
 def _rivals(problem: Problem, placement: Placement, nodes: list[int]) -> tuple[dict[int, int], list[int]]:
     """GPUs each placed job holds on these nodes, and the three that outrank the rest; cached per
     node set, since jobs of one shape share their candidate nodes."""
-    cache = getattr(placement, "_rivals", None)
-    if cache is None:
-        cache = placement._rivals = {}  # type: ignore[attr-defined]
+    cache: dict[bytes, tuple[dict[int, int], list[int]]] = placement.memo.setdefault("rivals", {})  # type: ignore[assignment]
     key = np.asarray(nodes, dtype=np.int64).tobytes()
     if key not in cache:
         rivals: dict[int, int] = {}

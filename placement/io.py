@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,3 +22,12 @@ def load_document(path: str | Path) -> Any:
         if p.suffix.lower() == ".json":
             raise
         return yaml.safe_load(text)
+
+
+def emit(text: str, output: str | Path | None) -> None:
+    """A face's document to the file named by -o, else to stdout (one trailing newline either way)."""
+    text = text if text.endswith("\n") else text + "\n"
+    if output:
+        Path(output).write_text(text)
+    else:
+        sys.stdout.write(text)

@@ -17,6 +17,9 @@ from placement.problem import Problem
 class Placement:
     counts: dict[tuple[int, int], int] = field(default_factory=dict)  # (task, node) -> pods
     evicted: set[int] = field(default_factory=set)  # running jobs (Problem.running indices) preempted
+    #: views derived from a finished plan and built once (explain.py: who holds each node), so thousands
+    #: of pending reasons do not rescan every placement; not part of the placement's identity
+    memo: dict[str, object] = field(default_factory=dict, repr=False, compare=False)
     #: shared pods: (task, node) -> the shared GPU of each pod (placement/devices.py)
     shares: dict[tuple[int, int], list[int]] = field(default_factory=dict)
     #: GPUs whose MIG layout the plan changes: (node, gpu) -> new layout ((profile, start), ...); None = whole

@@ -46,6 +46,7 @@ from typing import Any, Literal
 import numpy as np
 
 from placement.bench import openb
+from placement.io import emit
 
 #: openb GPU model code → catalog model used as its stand-in (see the module docstring).
 #: Known models map to their catalog entry; P100 (not in the catalog) to the V100 with the same
@@ -224,10 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     text = json.dumps(req, indent=1)
-    if args.output:
-        Path(args.output).write_text(text + "\n")
-    else:
-        print(text)
+    emit(text, args.output)
     return 0
 
 
