@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import sys
+import zlib
 from typing import Any
 
 import yaml
@@ -23,6 +25,8 @@ def _load(path: str, what: str) -> Any:
         raise SystemExit(_fail(f"{what} file not found: {path}")) from None
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise SystemExit(_fail(f"{what} {path} is not valid JSON/YAML: {exc}")) from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise SystemExit(_fail(f"{what} {path} is not a valid gzip file: {exc}")) from None
 
 
 def _fail(message: str) -> int:
@@ -123,23 +127,32 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+BENCH_HELP = """usage: placement bench TARGET [options]   (placement bench TARGET --help: that bench's options)
+
+targets:
+  DIR | FILE       every request in a folder (or one file, .json/.yaml/.json.gz): variables, build s,
+                   first plan s, gap, objective vs best known vs greedy (e.g. instances/library)
+  generated        seeded generated clusters (--sizes 64,256 --seeds 1-3)
+  openb            the FGD paper's protocol on the Alibaba openb traces (--data DIR or PLACEMENT_DATA)
+  topology         NVL72 + HGX racks: solver vs topology-aware greedy
+  mig              openb fractions as MIG profiles: GPUs used vs first-fit templates
+  teams            Helios quota shapes (data folder needed)
+  cost             spot fleet pricing (data folder needed)"""
+
+
+NAMED_BENCHES = ("openb", "topology", "teams", "mig", "cost")
+
+
 def cmd_bench(args: argparse.Namespace, rest: list[str]) -> int:
-    if args.target == "openb":
-        from placement.bench.openb import main as openb_main
+    if args.target in (None, "-h", "--help"):
+        asked = args.target is not None or any(a in ("-h", "--help") for a in rest)
+        print(BENCH_HELP, file=sys.stdout if asked else sys.stderr)
+        return 0 if asked else 2
+    if args.target in NAMED_BENCHES:  # each is placement.bench.<name> with its own main(argv)
+        import importlib
 
-        return openb_main(rest)
-    if args.target == "topology":
-        from placement.bench.topology import main as topology_main
-
-        return topology_main(rest)
-    if args.target == "teams":
-        from placement.bench.teams import main as teams_main
-
-        return teams_main(rest)
-    if args.target == "mig":
-        from placement.bench.mig import main as mig_main
-
-        return mig_main(rest)
+        bench = importlib.import_module(f"placement.bench.{args.target}")
+        return int(bench.main(rest))
     from placement.bench.instances import main as instances_main
 
     return instances_main([args.target, *rest])
@@ -206,7 +219,7 @@ def parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("bench", help="benchmarks: 'bench DIR|FILE|generated ...' or 'bench openb ...'",
                        add_help=False)
-    b.add_argument("target", help="'openb', 'mig', 'teams', 'generated', or a folder/file of instances")
+    b.add_argument("target", nargs="?", help="'openb', 'mig', 'teams', 'generated', or a folder/file of instances")
 
     from placement.whatif import add_arguments as what_if_arguments
 

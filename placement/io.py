@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 from pathlib import Path
@@ -11,15 +12,24 @@ import yaml
 
 
 def load_document(path: str | Path) -> Any:
-    """Parse a JSON or YAML file; YAML by suffix, else JSON with a YAML retry for extension-less files."""
+    """Parse a JSON or YAML file; YAML by suffix, else JSON with a YAML retry for extension-less files.
+
+    A ``.gz`` file (``NAME.json.gz``, ``NAME.yaml.gz``) is decompressed first and parsed by the
+    suffix before ``.gz``.
+    """
     p = Path(path)
-    text = p.read_text()
-    if p.suffix.lower() in (".yaml", ".yml"):
+    if p.suffix.lower() == ".gz":
+        text = gzip.decompress(p.read_bytes()).decode("utf-8")
+        suffix = Path(p.stem).suffix.lower()
+    else:
+        text = p.read_text()
+        suffix = p.suffix.lower()
+    if suffix in (".yaml", ".yml"):
         return yaml.safe_load(text)
     try:
         return json.loads(text)
     except json.JSONDecodeError:
-        if p.suffix.lower() == ".json":
+        if suffix == ".json":
             raise
         return yaml.safe_load(text)
 

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from models import PlacementRequest, Plan
+from placement import cli
 from placement.cli import main
 from placement.verify import verify
 
@@ -118,3 +119,21 @@ def test_bench_over_a_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert row["nodes"] == 2 and row["gpus_placed"] == 16 and row["greedy_gpus_placed"] == 16
     assert row["objective"] >= row["greedy_objective"]
     assert "variables" in capsys.readouterr().out
+
+
+def test_bench_without_target_lists_the_benches(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--help"]) == 0
+    out = capsys.readouterr().out
+    for name in cli.NAMED_BENCHES:
+        assert f"\n  {name} " in out
+    assert main(["bench"]) == 2
+    assert "usage: placement bench TARGET" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", cli.NAMED_BENCHES)
+def test_each_named_bench_reaches_its_own_parser(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["bench", name, "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "usage:" in out and "target" not in out.split("\n")[0]  # not the instance bench's parser

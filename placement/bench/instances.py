@@ -17,6 +17,14 @@ from typing import Any
 from placement.api import parse, plan
 from placement.io import load_document
 
+#: Instance files a folder contributes (``.json.gz``: the library's gzipped XL instances).
+SUFFIXES = (".json", ".yaml", ".yml", ".json.gz")
+
+
+def _is_instance(path: Path) -> bool:
+    name = path.name
+    return name.endswith(SUFFIXES) and not name.endswith((".plan.json", ".best.json"))
+
 
 def _instances(target: str, args: argparse.Namespace) -> Iterator[tuple[str, dict[str, Any]]]:
     if target == "generated":
@@ -30,17 +38,7 @@ def _instances(target: str, args: argparse.Namespace) -> Iterator[tuple[str, dic
     path = Path(target)
     if not path.exists():
         raise SystemExit(f"error: no such instance file or folder: {target}")
-    files = (
-        [path]
-        if path.is_file()
-        else sorted(
-            p
-            for p in path.rglob("*")
-            if p.suffix in (".json", ".yaml", ".yml")
-            and not p.name.endswith(".plan.json")
-            and not p.name.endswith(".best.json")
-        )
-    )
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file() and _is_instance(p))
     for f in files:
         data = load_document(f)
         if isinstance(data, dict) and "cluster" in data:
@@ -109,9 +107,14 @@ def _greedy_gpus(request: Any) -> int:
 
 
 def _best_known(name: str) -> dict[str, Any] | None:
-    """Best known objective and bound stored beside an instance file as NAME.best.json."""
+    """Best known objective and bound stored beside an instance file as NAME.best.json.
+
+    NAME is the file name without its suffix: ``gangs-L.json`` and ``gangs-XL.json.gz`` pair with
+    ``gangs-L.best.json`` and ``gangs-XL.best.json``.
+    """
     path = Path(name)
-    best = path.with_name(path.stem + ".best.json")
+    stem = Path(path.stem).stem if path.suffix == ".gz" else path.stem
+    best = path.with_name(stem + ".best.json")
     if path.exists() and best.exists():
         return json.loads(best.read_text())
     return None

@@ -1,9 +1,11 @@
 """The instance library (issue 8, part 6): seeded families of requests for benchmarks and solver research.
 
-``instances/library/FAMILY-SIZE.json`` with ``FAMILY-SIZE.best.json`` beside it (best objective
-and bound found by a longer solve: ``{objective, bound, time_s, workers}``), read by
-``placement bench instances/library``. Every instance is a pure function of (family, size): the
-seeds are fixed here, so regenerating gives the same bytes.
+``instances/library/FAMILY-SIZE.json`` (``FAMILY-XL.json.gz`` for XL) with ``FAMILY-SIZE.best.json``
+beside it (best objective and bound found by a longer solve: ``{objective, bound, time_s, workers,
+status}``), read by ``placement bench instances/library``. Every instance is a pure function of
+(family, size): the seeds are fixed here, so regenerating gives the same bytes (for XL, the same
+JSON inside the gzip; the gzip header has no file name and mtime 0, so the .gz bytes repeat too
+with the same zlib).
 
 Families (all built on :func:`placement.generate.generate`: 8-GPU HGX nodes in racks of 16, about
 half the GPUs held by running work, pending gangs with the ITP gang-size mix):
@@ -21,14 +23,18 @@ half the GPUs held by running work, pending gangs with the ITP gang-size mix):
 * ``spot`` — H100 racks split into on-demand and spot pools (prices, reclaim rate); half the jobs may
   run on spot, most of them with checkpoints; expected runtimes priced by the cost module.
 
-Sizes: S = 16 nodes, M = 64, L = 256 are stored. XL = 1,024 nodes is a *recipe*, not a file (each
-XL file would be several MB; the repository stays small): ``python -m placement.bench.library
---sizes XL --out DIR`` writes it, bit-identical on every machine.
+Sizes: S = 16 nodes, M = 64, L = 256 as plain JSON (7-290 kB a file), XL = 1,024 as gzipped JSON
+(0.4-1.1 MB of JSON, 15-55 kB gzipped). :func:`placement.io.load_document` (so every ``placement``
+command and the bench) reads ``.json.gz`` as it reads ``.json``; by hand,
+``json.loads(gzip.decompress(path.read_bytes()))``. ``python -m placement.bench.library --sizes XL``
+rewrites the XL files (``--no-best``: without the 60 s solves).
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
+import io
 import json
 import math
 import sys
@@ -41,7 +47,9 @@ import numpy as np
 from placement.generate import generate
 
 SIZES: dict[str, int] = {"S": 16, "M": 64, "L": 256, "XL": 1024}
-STORED_SIZES = ("S", "M", "L")
+STORED_SIZES = ("S", "M", "L", "XL")
+#: Sizes stored gzip-compressed (FAMILY-SIZE.json.gz, written with mtime 0 and no file name).
+GZIP_SIZES = ("XL",)
 FAMILIES = ("gangs", "topology", "mig", "teams", "spot")
 #: One fixed seed per family; the size is folded in so S, M, L are independent draws.
 SEEDS: dict[str, int] = {"gangs": 8101, "topology": 8201, "mig": 8301, "teams": 8401, "spot": 8501}
@@ -291,6 +299,24 @@ def best_known(request: dict[str, Any], time_s: float, workers: int = 2) -> dict
     }
 
 
+def file_name(family: str, size: str) -> str:
+    """FAMILY-SIZE.json, or FAMILY-SIZE.json.gz for the compressed sizes."""
+    return f"{family}-{size}.json" + (".gz" if size in GZIP_SIZES else "")
+
+
+def dump(request: dict[str, Any]) -> bytes:
+    """The stored JSON of a request: compact, one trailing newline (what ``.json.gz`` holds too)."""
+    return (json.dumps(request, separators=(",", ":")) + "\n").encode()
+
+
+def gzipped(data: bytes) -> bytes:
+    """Deterministic gzip: no file name and mtime 0 in the header, so the bytes depend on data only."""
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0) as gz:
+        gz.write(data)
+    return buf.getvalue()
+
+
 def write(
     out: Path,
     families: list[str],
@@ -304,10 +330,11 @@ def write(
     for family in families:
         for size in sizes:
             req = instance(family, size)
-            path = out / f"{family}-{size}.json"
-            path.write_text(json.dumps(req, separators=(",", ":")) + "\n")
+            path = out / file_name(family, size)
+            data = dump(req)
+            path.write_bytes(gzipped(data) if size in GZIP_SIZES else data)
             written.append(path)
-            line = f"{path}: {len(req['cluster']['nodes'])} nodes, {len(req['jobs'])} jobs"
+            line = f"{path}: {len(req['cluster']['nodes'])} nodes, {len(req['jobs'])} jobs, {path.stat().st_size} bytes"
             if best:
                 limit = (best_time or BEST_TIME_S)[size]
                 b = best_known(req, limit, workers)
@@ -321,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m placement.bench.library", description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("instances/library"))
     ap.add_argument("--families", default=",".join(FAMILIES))
-    ap.add_argument("--sizes", default=",".join(STORED_SIZES), help="S,M,L (stored) or XL (recipe)")
+    ap.add_argument("--sizes", default=",".join(STORED_SIZES), help="any of S,M,L,XL (XL as .json.gz)")
     ap.add_argument("--no-best", action="store_true", help="skip the long solves that write NAME.best.json")
     ap.add_argument("--best-time-s", type=float, default=None, help="one solve time for every size")
     ap.add_argument("--workers", type=int, default=2)

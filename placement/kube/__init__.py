@@ -119,6 +119,8 @@ def _is_kube(path: str) -> bool:
     p = Path(path)
     if p.is_dir():
         return True
+    if p.suffix.lower() == ".gz":
+        return False  # a compressed v1 request (the library's NAME.json.gz); load_document reads it
     docs = list(yaml.safe_load_all(p.read_text()))
     return len(docs) != 1 or (isinstance(docs[0], dict) and "kind" in docs[0] and "cluster" not in docs[0])
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -53,8 +54,8 @@ def test_stored_library_matches_the_recipe_and_has_best_known() -> None:
     stored = sorted(LIBRARY.glob("*-?.json"))
     if not stored:
         pytest.skip(f"no stored library at {LIBRARY}: python -m placement.bench.library writes it")
-    names = {p.stem for p in stored}
-    assert names == {f"{f}-{s}" for f in library.FAMILIES for s in library.STORED_SIZES}
+    names = {p.name for p in [*stored, *LIBRARY.glob("*.json.gz")]}
+    assert names == {library.file_name(f, s) for f in library.FAMILIES for s in library.STORED_SIZES}
     for path in stored:
         family, size = path.stem.split("-")
         data = json.loads(path.read_text())
@@ -69,6 +70,40 @@ def test_stored_library_matches_the_recipe_and_has_best_known() -> None:
         assert best["bound"] is None or best["bound"] >= best["objective"] - 1e-6
     # The bench reads NAME.best.json beside each file.
     assert instances._best_known(str(stored[0])) is not None
+
+
+def test_stored_xl_files_are_gzipped_requests_with_best_known() -> None:
+    stored = sorted(LIBRARY.glob("*-XL.json.gz"))
+    if not stored:
+        pytest.skip(f"no stored XL files at {LIBRARY}: python -m placement.bench.library --sizes XL writes them")
+    for path in stored:
+        raw = path.read_bytes()
+        assert raw[:4] == b"\x1f\x8b\x08\x00" and raw[4:8] == bytes(4), path  # no file name, mtime 0
+        data = json.loads(gzip.decompress(raw))
+        assert len(data["cluster"]["nodes"]) == library.SIZES["XL"], path
+        best = instances._best_known(str(path))
+        assert best is not None and {"objective", "bound", "time_s", "workers", "status"} <= set(best), path
+        assert best["bound"] is None or best["bound"] >= best["objective"] - 1e-6
+
+
+def test_stored_xl_file_is_what_the_recipe_writes(tmp_path: Path) -> None:
+    family = "topology"  # the fastest XL family to generate (0.05 s here; the slowest, gangs, 0.3 s)
+    stored = LIBRARY / library.file_name(family, "XL")
+    if not stored.exists():
+        pytest.skip(f"no {stored}: python -m placement.bench.library --sizes XL writes it")
+    assert library.main(["--out", str(tmp_path), "--families", family, "--sizes", "XL", "--no-best"]) == 0
+    fresh = tmp_path / stored.name
+    assert gzip.decompress(fresh.read_bytes()) == gzip.decompress(stored.read_bytes())
+    assert not (tmp_path / f"{family}-XL.best.json").exists()
+
+
+def test_gzip_is_deterministic() -> None:
+    data = library.dump(library.instance("gangs", "S"))
+    a, b = library.gzipped(data), library.gzipped(data)
+    assert a == b and gzip.decompress(a) == data
+    assert a[3] == 0 and a[4:8] == bytes(4)  # FLG: no FNAME; MTIME 0
+    assert library.file_name("gangs", "XL") == "gangs-XL.json.gz"
+    assert library.file_name("gangs", "L") == "gangs-L.json"
 
 
 def test_write_makes_files_without_the_long_solve(tmp_path: Path) -> None:
