@@ -751,6 +751,16 @@ register_policy("cpsat-batch", _cpsat_batch(200))
 register_policy("cpsat-batch50", _cpsat_batch(50))
 
 
+def _oracle_refuse810(seed: int) -> Any:
+    from placement.bench.cpsat_policies import RefusingOracle
+
+    return RefusingOracle(seed, refuse_milli=810)
+
+
+# Not a policy: an analysis oracle that knows more demand is coming (see cpsat_policies' docstring).
+register_policy("oracle-refuse810", _oracle_refuse810)
+
+
 def policy_kind(policy: Any) -> str:
     """``online`` or ``batch W=…``: a batch sees its window of queued pods, so it is not like-for-like."""
     return f"batch W={int(policy.window)}" if hasattr(policy, "choose_batch") else "online"
@@ -782,6 +792,8 @@ class SeedResult:
     capacity_milli: int
     seconds: float
     curve: dict[int, float] = field(default_factory=dict)
+    #: GPUs' worth of milli left unallocated at the end, by where it sits (:func:`unallocated_by`)
+    leftover: dict[str, float] = field(default_factory=dict)
 
     def at(self, x: int) -> float:
         """Allocation % at arrived X % (NaN when the replay never got there, e.g. a ``limit`` slice)."""
@@ -799,6 +811,29 @@ def allocation_curve(arrived: np.ndarray, used: np.ndarray, total_gpus: int) -> 
     return {int(a): float(b) for a, b in zip(xs, means, strict=True)}
 
 
+WHOLE_IDLE = "idle whole GPUs"
+
+
+def unallocated_by(state: ClusterState, largest: np.ndarray) -> dict[str, float]:
+    """Where the unallocated milli sits at the end, in GPUs' worth, largest share first.
+
+    ``largest[n, g]`` is the biggest shared pod (milli) GPU ``g`` of node ``n`` ever took. The idle
+    rest of a partly used GPU is filed under that pod ("beside 810-milli pods"): an 810-milli pod
+    leaves 190 that only the rare ≤ 190-milli pods can use, so this says which pod sizes the loss
+    comes from, which an allocation ratio alone cannot. Fully idle GPUs are filed apart.
+    """
+    idle = state.idle
+    whole = idle >= GPU_MILLI
+    out: dict[str, float] = {}
+    if whole.any():
+        out[WHOLE_IDLE] = float(idle[whole].sum()) / GPU_MILLI
+    part = (idle > 0) & ~whole
+    sizes = largest[part]
+    for m in sorted(set(sizes.tolist()), reverse=True):
+        out[f"beside {m}-milli pods"] = float(idle[part][sizes == m].sum()) / GPU_MILLI
+    return out
+
+
 def replay(nodes: NodeTable, trace: Trace, policy: Any, seed: int, limit: int | None = None) -> SeedResult:
     """One seed of the protocol: every arrival decided once, placed at once or failed for good."""
     order, rank = arrival_order(trace, nodes, seed)
@@ -811,6 +846,7 @@ def replay(nodes: NodeTable, trace: Trace, policy: Any, seed: int, limit: int | 
     used = np.zeros(n, dtype=np.int64)
     latency = np.zeros(n, dtype=np.float64)
     failed = failed_feasible = 0
+    largest = np.zeros_like(state.idle)
     batch = hasattr(policy, "choose_batch")
     step = max(1, int(policy.window)) if batch else 1
     t_start = time.perf_counter()
@@ -827,7 +863,10 @@ def replay(nodes: NodeTable, trace: Trace, policy: Any, seed: int, limit: int | 
                 failed += 1
                 failed_feasible += bool(state.feasible(pod).any())
             else:
-                state.place(pod, (int(decision[0]), tuple(int(g) for g in decision[1])))
+                node, gpus = int(decision[0]), tuple(int(g) for g in decision[1])
+                state.place(pod, (node, gpus))
+                for g in gpus:
+                    largest[node, g] = max(largest[node, g], pod.gpu_milli)
             used[i] = state.used_milli
             latency[i] = dt
             i += 1
@@ -843,6 +882,7 @@ def replay(nodes: NodeTable, trace: Trace, policy: Any, seed: int, limit: int | 
         capacity_milli=state.capacity_milli,
         seconds=seconds,
         curve=allocation_curve(arrived, used, nodes.total_gpus),
+        leftover=unallocated_by(state, largest),
     )
 
 
@@ -889,6 +929,7 @@ def run(
                 "latency_p50_ms": float(np.percentile(res.latency_ms, 50)) if res.pods else math.nan,
                 "latency_p99_ms": float(np.percentile(res.latency_ms, 99)) if res.pods else math.nan,
                 "seconds": res.seconds,
+                "leftover": res.leftover,
             }
         )
     keys = (
@@ -900,13 +941,16 @@ def run(
         "latency_p99_ms",
         "seconds",
         "failed",
+        "failed_while_feasible",
     )
+    places = list(dict.fromkeys(k for s in per_seed for k in s["leftover"]))
     return {
         "trace": tr.name,
         "policy": policy,
         "kind": kind,
         "seeds": per_seed,
         "mean": {k: _mean([s[k] for s in per_seed]) for k in keys},
+        "leftover": {k: _mean([s["leftover"].get(k, 0.0) for s in per_seed]) for k in places},
         "curve": [[x, float(np.mean(ys))] for x, ys in sorted(curves.items())],
         "published": {x: PUBLISHED.get((tr.name, x), {}).get(policy.lower()) for x in REPORT_POINTS},
     }
@@ -937,7 +981,11 @@ def _fmt(v: float | None, spec: str = ".2f") -> str:
 
 
 def format_table(results: Sequence[dict[str, Any]]) -> str:
-    """A plain-text table: one row per (trace, policy), the paper's value beside ours."""
+    """A plain-text table: one row per (trace, policy), the paper's value beside ours.
+
+    ``declined`` counts pods that failed although some node could take them: always 0 for the
+    peers and the online policy (they place whatever fits); a batch may leave a pod out.
+    """
     head = (
         "trace",
         "policy",
@@ -949,6 +997,7 @@ def format_table(results: Sequence[dict[str, Any]]) -> str:
         "Δ130",
         "unalloc GPUs",
         "failed",
+        "declined",
         "p50 ms",
         "p99 ms",
         "s/seed",
@@ -973,6 +1022,7 @@ def format_table(results: Sequence[dict[str, Any]]) -> str:
                 _fmt(diff, "+.2f"),
                 _fmt(m["unallocated_gpus"], ".1f"),
                 _fmt(m["failed"], ".0f"),
+                _fmt(m.get("failed_while_feasible"), ".0f"),
                 _fmt(m["latency_p50_ms"], ".3f"),
                 _fmt(m["latency_p99_ms"], ".3f"),
                 _fmt(m["seconds"], ".1f"),
@@ -984,6 +1034,20 @@ def format_table(results: Sequence[dict[str, Any]]) -> str:
         for row in rows
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def format_leftover(results: Sequence[dict[str, Any]], top: int = 4) -> str:
+    """Per policy, where the unallocated GPUs sit at the end (mean over seeds), biggest first."""
+    lines = ["unallocated at the end, by where it sits (GPUs, mean over seeds; see unallocated_by):"]
+    for r in results:
+        left = sorted(r.get("leftover", {}).items(), key=lambda kv: -kv[1])
+        if not left:
+            continue
+        shown = ", ".join(f"{k} {v:.1f}" for k, v in left[:top])
+        rest = sum(v for _, v in left[top:])
+        more = f", elsewhere {rest:.1f}" if left[top:] else ""
+        lines.append(f"  {r['trace']} {r['policy']}: {shown}{more}")
     return "\n".join(lines)
 
 
@@ -1062,6 +1126,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"openb replay, seeds {args.seeds} ({len(seeds)}), % of GPU milli allocated (paper: FGD, ATC'23)")
     print(format_table(results))
+    print(format_leftover(results))
     if args.json is not None:
         import json
 

@@ -208,6 +208,19 @@ def test_tiny_replay_never_over_allocates(policy: str) -> None:
         assert res.failed_while_feasible == 0
 
 
+def test_oracle_refuses_only_its_size_and_the_harness_counts_it_as_declined() -> None:
+    nodes = nodes_from_rows([_node("n0", 64000, 4)])
+    rows = [
+        {"name": f"p{i}", "cpu_milli": "1000", "memory_mib": "0", "num_gpu": "1", "gpu_milli": str(m), "gpu_spec": ""}
+        for i, m in enumerate([810, 1000, 810, 470])
+    ]
+    oracle = openb.make_policy("oracle-refuse810", 1)
+    res = openb.replay(nodes, openb.trace_from_rows("t", rows), oracle, seed=1, limit=4)
+    assert res.failed == res.failed_while_feasible == 2  # both 810s fitted and were refused
+    assert res.used[-1] == 1470
+    assert openb.policy_kind(oracle) == "online"
+
+
 def test_policies_are_registered_and_reported_apart() -> None:
     assert {"cpsat-online", "cpsat-batch", "cpsat-batch50"} <= set(openb.POLICIES)
     assert openb.policy_kind(openb.make_policy("cpsat-online", 1)) == "online"

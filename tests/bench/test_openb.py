@@ -318,6 +318,34 @@ def test_tiny_cluster_replay_fails_only_when_full(tmp_path: Path) -> None:
         assert res.failed > 0
 
 
+def test_leftover_is_filed_beside_the_largest_pod_of_each_gpu() -> None:
+    nodes = nodes_from_rows([_node("n0", 64000, 2), _node("n1", 64000, 1)])
+    trace = trace_from_rows("t", [_pod(f"p{i}", 1000, 1, m) for i, m in enumerate([810, 160, 470, 320])])
+
+    class InOrder:
+        """Fixed decisions: 810 and 160 share GPU 0 of n0; 470 and 320 share GPU 1; n1 stays idle."""
+
+        name = "in-order"
+        where = {810: (0, (0,)), 160: (0, (0,)), 470: (0, (1,)), 320: (0, (1,))}
+
+        def prepare(self, ctx: ReplayContext) -> None:
+            pass
+
+        def choose(self, state: ClusterState, pod: Pod) -> openb.Placement | None:
+            return self.where[pod.gpu_milli]
+
+    res = openb.replay(nodes, trace, InOrder(), seed=0, limit=4)
+    assert res.leftover == {
+        openb.WHOLE_IDLE: 1.0,
+        "beside 810-milli pods": pytest.approx(0.03),
+        "beside 470-milli pods": pytest.approx(0.21),
+    }
+    total = sum(res.leftover.values()) * openb.GPU_MILLI
+    assert total == pytest.approx(res.capacity_milli - res.used[-1])
+    out = openb.format_leftover([{"trace": "t", "policy": "in-order", "leftover": res.leftover}], top=2)
+    assert "idle whole GPUs 1.0, beside 470-milli pods 0.2, elsewhere 0.0" in out
+
+
 def test_run_main_and_a_registered_batch_policy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = _write(
         tmp_path,
