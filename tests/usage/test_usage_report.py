@@ -129,10 +129,16 @@ def test_plots_are_skipped_plainly_without_matplotlib(analysis: report.Analysis,
 @pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="matplotlib (placement[report]) absent")
 def test_plots_are_pngs_when_matplotlib_is_there(analysis: report.Analysis, tmp_path: Path) -> None:
     images, note = report.plots(analysis, tmp_path / "plots")
-    assert len(images) == 4  # the node heat map, n1 and n2 by GPU, the team histograms
+    nodes = sorted(g.name for g in analysis.nodes)  # every node of the metrics, n3 too (fewer than per_node)
+    assert sorted(images) == sorted(
+        ["SM utilisation per node over time", "SM utilisation histogram per team"]
+        + [f"SM utilisation of {n}'s GPUs" for n in nodes]
+    )
     for path in images.values():
         assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert note == f"4 plots in {tmp_path / 'plots'}."
+    assert note == f"{len(nodes) + 2} plots in {tmp_path / 'plots'}."
+    few, _ = report.plots(analysis, tmp_path / "few", per_node=1)
+    assert len(few) == 3  # per_node caps the per-GPU heat maps
 
 
 def test_bad_options_are_named() -> None:
