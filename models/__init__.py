@@ -16,6 +16,7 @@ from models.plan import (
     Preemption,
     Provisioned,
     RightSized,
+    SharingChange,
     SolverStats,
     TeamReport,
 )
@@ -56,5 +57,5 @@ __all__ = [
     "reject",
     "FlavorQuota", "GpuQuota", "Quota", "TeamReport", "RightSized",
     "JobTopology", "TopologySlice",
-    "GpuSharing", "MigInstance", "MigSlot",
+    "GpuSharing", "MigInstance", "MigSlot", "SharingChange",
 ]

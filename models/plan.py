@@ -44,6 +44,16 @@ class MigChange(PlanModel):
     layout: list[MigInstance] = Field(default_factory=list)
 
 
+class SharingChange(PlanModel):
+    """An idle whole GPU the plan turns into a shared GPU (policy.allow_sharing_changes), with the
+    time-slicing/MPS setting to give it before binding (policy.sharing_default); gpu_share pods name it."""
+
+    node: str
+    gpu: int
+    mode: Literal["time-slicing", "mps"]
+    replicas: int = Field(ge=1, le=128)
+
+
 class Pending(PlanModel):
     job: str
     reason: str
@@ -144,6 +154,8 @@ class Plan(PlanModel):
     assignments: list[Assignment] = Field(default_factory=list)
     preemptions: list[Preemption] = Field(default_factory=list)
     mig_changes: list[MigChange] = Field(default_factory=list)
+    sharing_changes: list[SharingChange] = Field(default_factory=list, description=(
+        "idle whole GPUs the plan turns into shared GPUs (policy.allow_sharing_changes)"))
     pending: list[Pending] = Field(default_factory=list)
     objective: Objective = Field(default_factory=lambda: Objective(total=0.0))
     solver: SolverStats = Field(default_factory=lambda: SolverStats(status="SKIPPED"))

@@ -450,6 +450,10 @@ class Weights(Strict):
     topology: float = Field(0.5, ge=0)
     #: per GPU whose MIG layout the plan changes (compile/mig.py): creating and destroying instances
     mig_reconfigure: float = Field(0.1, ge=0)
+    #: per idle whole GPU the plan turns into a shared GPU (compile/sharing.py): below what the smallest
+    #: share pod earns (openb's 0.05 of a GPU at the lowest priority), so converting a GPU to place pods
+    #: pays, while a pod on an already shared GPU costs nothing and is preferred
+    sharing_change: float = Field(0.01, ge=0)
     #: per GPU of a placed pod whose declared gpu_memory_gib goes unused (observed_gpu_memory_gib),
     #: times the unused fraction: declared 32 GiB, used 8 -> 0.75 of this (compile/usage.py)
     over_declared: float = Field(0.5, ge=0)
@@ -506,6 +510,14 @@ class Policy(Strict):
     allow_mig_changes: bool = False
     #: at most this many GPUs change MIG layout in one plan (unset: no cap)
     max_mig_changes: int | None = Field(None, ge=0)
+    #: may the plan turn idle whole GPUs into shared GPUs for gpu_share pods, as HAMi, KAI and the openb
+    #: cluster share any GPU on demand? Off: share pods go only onto GPUs listed in a node's `sharing`
+    allow_sharing_changes: bool = False
+    #: the time-slicing/MPS setting a converted GPU gets (its shares and GPU memory are capped as on any
+    #: shared GPU; replicas caps its pods)
+    sharing_default: GpuSharing = Field(default_factory=lambda: GpuSharing(mode="time-slicing", replicas=8))
+    #: at most this many GPUs turned into shared GPUs in one plan (unset: no cap)
+    max_sharing_changes: int | None = Field(None, ge=0)
     #: a right-sized pod's MIG instance holds at least observed_gpu_memory_gib × this
     right_size_headroom: float = Field(1.25, ge=1, le=4)
 

@@ -20,7 +20,7 @@ from placement.teams import team_reports
 
 
 def assignments(problem: Problem, placement: Placement) -> list[Assignment]:
-    free_ids = devices.whole_gpu_ids(problem, placement)  # after the plan's MIG changes
+    free_ids = devices.whole_gpu_ids(problem, placement)  # after the plan's MIG and sharing changes
     for r in sorted(placement.evicted):  # a preempted job's GPUs are free for this plan's pods
         for n, ids in zip(problem.running[r].nodes.tolist(), problem.running[r].gpu_ids, strict=True):
             free_ids[n] = sorted(free_ids[n] + list(ids))
@@ -63,4 +63,5 @@ def decode(problem: Problem, placement: Placement, terms: dict[str, float], stat
                 objective=Objective(total=round(sum(rounded.values()), 6), terms=rounded), solver=stats,
                 provisioned=provision.opened(problem.request, problem.nodes, used),
                 cost=pricing.summary(problem.request, problem.nodes, pods, sorted(used & added)),
-                mig_changes=devices.mig_changes(problem, placement))
+                mig_changes=devices.mig_changes(problem, placement),
+                sharing_changes=devices.sharing_changes(problem, placement))

@@ -12,12 +12,14 @@ Whole-GPU pods are counted per node (problem.free); pods that take part of a GPU
 * **The view** (`build`): per node, healthy partitioned GPUs (occupied / free instances), shared
   GPUs (what running pods left), and the *plain* GPUs whole-GPU pods may take. Whole-GPU capacity
   (problem.free[:, 0]) counts plain GPUs, plus idle partitioned GPUs when re-partitioning is allowed
-  (they may be made whole again); it never counts a partitioned or shared GPU otherwise.
+  (they may be made whole again); it never counts a partitioned or shared GPU otherwise. With
+  `policy.allow_sharing_changes` a plain GPU may also become a shared GPU (`fresh_share`): the
+  whole-GPU capacity it leaves is the same plain GPU, so MIG, sharing and whole pods compete for it.
 * **Candidates** (`restrict`): a MIG or shared pod's nodes are filtered before any variable exists.
 * **Greedy** (`GreedyDevices`): first-fit into free instances and shares, then (when allowed) the
-  cheapest re-partition; the baseline planner uses it, and so do pending reasons.
-* **Decode** (`pod_picks`, `whole_gpu_ids`, `mig_changes`, `attach`): the exact, cheap step from
-  per-node counts and per-GPU layouts to concrete GPU indices, instances and shares.
+  cheapest re-partition or a newly shared plain GPU; the baseline planner uses it, and so do pending reasons.
+* **Decode** (`pod_picks`, `whole_gpu_ids`, `mig_changes`, `sharing_changes`, `attach`): the exact,
+  cheap step from per-node counts and per-GPU layouts to concrete GPU indices, instances and shares.
 """
 
 from __future__ import annotations
@@ -30,7 +32,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from models import Assignment, ErrorList, MigChange, MigInstance, MigSlot, Node, PlacementRequest, Task
+from models import (
+    Assignment,
+    ErrorList,
+    GpuSharing,
+    MigChange,
+    MigInstance,
+    MigSlot,
+    Node,
+    PlacementRequest,
+    SharingChange,
+    Task,
+)
 from placement import catalog
 from placement.catalog import MigGeometry, MigProfile
 
@@ -274,10 +287,23 @@ class DeviceView:
     shared: tuple[tuple[SharedGpu, ...], ...]  # per node
     plain: tuple[tuple[int, ...], ...]  # per node: healthy, unheld, neither partitioned nor shared
     whole_free: np.ndarray  # (N,) GPUs whole-GPU pods may count on (see module doc)
+    #: policy.allow_sharing_changes (with a cap above zero): plain GPUs may become shared GPUs
+    sharing_changes: bool = False
+    max_sharing_changes: int | None = None
+    sharing_default: GpuSharing = GpuSharing(mode="time-slicing", replicas=8)
 
     def geometry(self, n: int) -> MigGeometry | None:
         model = self.models[n]
         return catalog.mig_geometry(model) if model else None
+
+    def convertible(self, n: int) -> int:
+        """Plain GPUs of node n the plan may turn into shared GPUs (0 when sharing changes are off)."""
+        return len(self.plain[n]) if self.sharing_changes else 0
+
+    def fresh_share(self, n: int) -> SharedGpu:
+        """What a plain GPU of node n offers once the plan shares it (policy.sharing_default); node and gpu
+        are -1: one template per GPU model serves every node and GPU of it."""
+        return _fresh(self.models[n] or "", self.sharing_default.mode, self.sharing_default.replicas)
 
     @property
     def active(self) -> bool:
@@ -319,11 +345,22 @@ def build(request: PlacementRequest, nodes: tuple[Node, ...], models: tuple[str 
                 errors.add(("jobs", j, "tasks", k, "mig_profile"), f"unknown MIG profile '{task.mig_profile}' "
                            "(a name like 1g.10gb, 3g.40gb, 1g.10gb+me, or 'auto')", task.mig_profile)
     errors.raise_if_any()
-    changes = request.policy.allow_mig_changes
+    policy = request.policy
+    changes = policy.allow_mig_changes
     whole = np.array([len(p) + (sum(g.idle for g in m) if changes else 0) for p, m in zip(plain, mig, strict=True)],
                      dtype=np.int64)
-    return DeviceView(changes=changes, max_changes=request.policy.max_mig_changes, models=models, mig=tuple(mig),
-                      shared=tuple(shared), plain=tuple(plain), whole_free=whole)
+    return DeviceView(changes=changes, max_changes=policy.max_mig_changes, models=models, mig=tuple(mig),
+                      shared=tuple(shared), plain=tuple(plain), whole_free=whole,
+                      sharing_changes=policy.allow_sharing_changes and policy.max_sharing_changes != 0,
+                      max_sharing_changes=policy.max_sharing_changes, sharing_default=policy.sharing_default)
+
+
+@cache
+def _fresh(model: str, mode: str, replicas: int) -> SharedGpu:
+    found = catalog.lookup(model) if model else None
+    memory = found.memory_gib if found else 0.0
+    return SharedGpu(node=-1, gpu=-1, mode=mode, replicas=replicas, pods_left=replicas, milli_left=MILLI,
+                     mib_left=_mib(memory), memory_gib=memory)
 
 
 def _milli(share: float) -> int:
@@ -430,6 +467,19 @@ def share_room(spec: Task, gpu: SharedGpu) -> int:
     return max(0, fit)
 
 
+def fresh_room(spec: Task, view: DeviceView, nodes: np.ndarray) -> np.ndarray:
+    """Per node, how many pods of the task one of its plain GPUs would take once shared (one answer per GPU
+    model: thousands of nodes share a handful of models)."""
+    per_model: dict[str | None, int] = {}
+    out = np.zeros(len(nodes), dtype=np.int64)
+    for i, n in enumerate(nodes.tolist()):
+        model = view.models[n]
+        if model not in per_model:
+            per_model[model] = share_room(spec, view.fresh_share(n))
+        out[i] = per_model[model]
+    return out
+
+
 def mig_room(view: DeviceView, n: int, p: MigProfile) -> int:
     """At most this many pods of profile p on node n: free instances, or what re-partitions could offer."""
     model = view.models[n]
@@ -454,8 +504,12 @@ def restrict(info: TaskInfo, view: DeviceView) -> TaskInfo:
                         dtype=np.int64)
         stages = ("mig_profile", "mig_room")
     else:
-        fits = np.array([bool(view.shared[int(n)]) for n in cand], dtype=bool)
         room = np.array([sum(share_room(spec, g) for g in view.shared[int(n)]) for n in cand], dtype=np.int64)
+        fits = np.array([bool(view.shared[int(n)]) for n in cand], dtype=bool)
+        if view.sharing_changes:  # plain GPUs the plan may share count as shared GPUs with all their room
+            idle = np.array([view.convertible(int(n)) for n in cand], dtype=np.int64)
+            fits |= idle > 0
+            room += idle * fresh_room(spec, view, cand)
         stages = ("shared_gpus", "share_room")
     keep = fits & (room > 0)
     funnel = (*info.funnel, (stages[0], int(fits.sum())), (stages[1], int(keep.sum())))
@@ -534,7 +588,7 @@ class _Gpu:
 class _Node:
     """Device state of one node during the greedy (copied on first write inside a gang's trial)."""
 
-    __slots__ = ("mig", "plain", "in_w", "whole_taken", "converted", "shared")
+    __slots__ = ("mig", "plain", "in_w", "whole_taken", "converted", "shared", "opened")
 
     def __init__(self, view: DeviceView, n: int) -> None:
         self.mig = {g.gpu: _Gpu(g.gpu, g.layout, (s for _, s in g.occupied)) for g in view.mig[n]}
@@ -544,6 +598,7 @@ class _Node:
         self.whole_taken = 0
         self.converted: set[int] = set()  # idle partitioned GPUs made whole
         self.shared = {g.gpu: [g.pods_left, g.milli_left, g.mib_left] for g in view.shared[n]}
+        self.opened: list[int] = []  # plain GPUs this plan shares (policy.allow_sharing_changes), also in `shared`
 
     def copy(self) -> _Node:
         other = _Node.__new__(_Node)
@@ -551,6 +606,7 @@ class _Node:
         other.plain, other.in_w, other.converted = list(self.plain), set(self.in_w), set(self.converted)
         other.whole_taken = self.whole_taken
         other.shared = {g: list(v) for g, v in self.shared.items()}
+        other.opened = list(self.opened)
         return other
 
     def plain_unclaimed(self) -> int:
@@ -568,6 +624,7 @@ class GreedyDevices:
         self.changes = 0
         self.changed_nodes: set[int] = set()  # nodes with a GPU whose layout this plan changes
         self.shares: dict[tuple[int, int], list[int]] = {}
+        self.opened = 0  # plain GPUs this plan shares (policy.max_sharing_changes caps them)
 
     # -- trials: a gang's placement is tried on a copy and committed whole, or dropped
 
@@ -577,11 +634,12 @@ class GreedyDevices:
         other.nodes, other.own, other.changes = dict(self.nodes), set(), self.changes
         other.changed_nodes = set(self.changed_nodes)
         other.shares = {k: list(v) for k, v in self.shares.items()}
+        other.opened = self.opened
         return other
 
     def commit(self, trial: GreedyDevices) -> None:
         self.nodes, self.own, self.changes, self.shares = trial.nodes, set(), trial.changes, trial.shares
-        self.changed_nodes = trial.changed_nodes
+        self.changed_nodes, self.opened = trial.changed_nodes, trial.opened
 
     def node(self, n: int) -> _Node:
         if n not in self.own:
@@ -642,7 +700,7 @@ class GreedyDevices:
         placed = 0
         while placed < want:
             ok = cand[np.all(free[cand, 1:] >= d[1:], axis=1)]
-            pick = self._mig_pod(t, ok, free) if is_mig(task.spec) else self._share_pod(t, ok)
+            pick = self._mig_pod(t, ok, free) if is_mig(task.spec) else self._share_pod(t, ok, free)
             if pick is None:
                 break
             free[pick, 1:] -= d[1:]
@@ -650,28 +708,63 @@ class GreedyDevices:
             placed += 1
         return placed
 
-    def _share_pod(self, t: int, nodes: np.ndarray) -> int | None:
+    def _share_pod(self, t: int, nodes: np.ndarray, free: np.ndarray) -> int | None:
+        """One pod: best fit onto a shared GPU (declared, or shared earlier by this plan: either costs nothing
+        more), else, when allowed, onto a plain GPU the plan shares now."""
         spec = self.problem.tasks[t].spec
         best: tuple[int, int, int] | None = None
         for n in nodes.tolist():
             state = self.peek(n)
-            for g in self.view.shared[n]:
-                pods, milli, mib = state.shared[g.gpu]
-                need_milli, need_mib = share_demand(spec, g)
+            if not state.shared:
+                continue
+            need_milli, need_mib = share_demand(spec, self.view.fresh_share(n))  # one GPU model per node
+            for gpu, (pods, milli, mib) in state.shared.items():
                 if pods >= 1 and milli >= need_milli and mib >= need_mib:
-                    key = (milli - need_milli, n, g.gpu)  # best fit: the fullest GPU that still fits
+                    key = (milli - need_milli, n, gpu)  # best fit: the fullest GPU that still fits
                     best = key if best is None or key < best else best
-        if best is None:
-            return None
-        _, n, gpu = best
-        g = next(x for x in self.view.shared[n] if x.gpu == gpu)
-        need_milli, need_mib = share_demand(spec, g)
+        if best is not None:
+            _, n, gpu = best
+        else:
+            found = self._share_plain(spec, nodes, free)
+            if found is None:
+                return None
+            n, gpu = found
+        need_milli, need_mib = share_demand(spec, self.view.fresh_share(n))
         left = self.node(n).shared[gpu]
         left[0] -= 1
         left[1] -= need_milli
         left[2] -= need_mib
         self.shares.setdefault((t, n), []).append(gpu)
         return n
+
+    def _share_plain(self, spec: Task, nodes: np.ndarray, free: np.ndarray) -> tuple[int, int] | None:
+        """Share a plain GPU for one pod: on the node with the fewest whole GPUs free (whole nodes stay whole
+        for gangs), its highest index (whole-GPU pods keep the low ones); None when not allowed or none fits."""
+        view = self.view
+        if not view.sharing_changes or (view.max_sharing_changes is not None
+                                        and self.opened >= view.max_sharing_changes):
+            return None
+        best: tuple[int, int] | None = None
+        for n in nodes[free[nodes, 0] >= 1].tolist():
+            if not view.convertible(n) or share_room(spec, view.fresh_share(n)) < 1:
+                continue
+            if self.peek(n).plain_unclaimed() >= 1:
+                best = (int(free[n, 0]), n) if best is None else min(best, (int(free[n, 0]), n))
+        if best is None:
+            return None
+        n = best[1]
+        self._open(n, self.node(n).plain[-1], free)
+        return n, self.node(n).opened[-1]
+
+    def _open(self, n: int, gpu: int, free: np.ndarray) -> None:
+        """Plain GPU `gpu` of node n becomes a shared GPU (policy.sharing_default): out of whole-GPU capacity."""
+        state = self.node(n)
+        state.plain.remove(gpu)
+        g = self.view.fresh_share(n)
+        state.shared[gpu] = [g.pods_left, g.milli_left, g.mib_left]
+        state.opened.append(gpu)
+        free[n, 0] -= 1
+        self.opened += 1
 
     def _mig_pod(self, t: int, nodes: np.ndarray, free: np.ndarray) -> int | None:
         """One pod: first fit into a free instance (GPUs outside whole-GPU capacity first), else the cheapest
@@ -785,9 +878,12 @@ class GreedyDevices:
         return True
 
     def apply(self, placement: Placement, free: np.ndarray) -> None:
-        """Load a placement into the ledger (its new layouts, taken instances, shares, whole GPUs taken),
-        and take out of `free[:, 0]` the GPUs it removes from whole-GPU capacity by partitioning or using them."""
+        """Load a placement into the ledger (its new layouts, GPUs it shares, taken instances, shares, whole GPUs
+        taken), and take out of `free[:, 0]` the GPUs it removes from whole-GPU capacity by partitioning, sharing
+        or using them."""
         problem = self.problem
+        for n, gpu in sorted(placement.sharing_changes):
+            self._open(n, gpu, free)
         for (n, gpu), layout in placement.mig_layouts.items():
             state = self.node(n)
             self.changes += 1
@@ -813,8 +909,7 @@ class GreedyDevices:
                         state.in_w.discard(gpu)
                         free[n, 0] -= 1
                     continue
-                g = next(x for x in self.view.shared[n] if x.gpu == gpu)
-                milli, mib = share_demand(spec, g)
+                milli, mib = share_demand(spec, self.view.fresh_share(n))  # one GPU model per node
                 left = state.shared[gpu]
                 left[0] -= 1
                 left[1] -= milli
@@ -826,8 +921,10 @@ class GreedyDevices:
         self.own = set()
 
     def finish(self, placement: Placement) -> None:
-        """Write the picks into the placement: new layouts of changed GPUs, the GPU of each shared pod."""
+        """Write the picks into the placement: new layouts of changed GPUs, GPUs it shares, the GPU of each
+        shared pod."""
         for n, state in sorted(self.nodes.items()):
+            placement.sharing_changes.update((n, gpu) for gpu in state.opened)
             for gpu, g in sorted(state.mig.items()):
                 if gpu in state.converted:
                     placement.mig_layouts[n, gpu] = None
@@ -916,7 +1013,7 @@ def pod_picks(problem: Problem, placement: Placement) -> dict[tuple[int, int], l
 
 
 def whole_gpu_ids(problem: Problem, placement: Placement) -> list[list[int]]:
-    """Per node, the GPU indices whole-GPU pods may take after the plan's MIG changes, ascending."""
+    """Per node, the GPU indices whole-GPU pods may take after the plan's MIG and sharing changes, ascending."""
     view = _view(problem)
     ids = [set(p) for p in view.plain]
     for (n, gpu), layout in placement.mig_layouts.items():
@@ -924,7 +1021,23 @@ def whole_gpu_ids(problem: Problem, placement: Placement) -> list[list[int]]:
             ids[n].add(gpu)
         else:
             ids[n].discard(gpu)
+    for n, gpu in placement.sharing_changes:
+        ids[n].discard(gpu)
     return [sorted(s) for s in ids]
+
+
+def shareable_gpus(problem: Problem, placement: Placement, n: int) -> list[int]:
+    """Plain GPUs of node n the plan may still share, highest first (whole-GPU pods keep the low ones):
+    neither partitioned by its MIG changes nor shared already."""
+    view = _view(problem)
+    return [g for g in reversed(view.plain[n])
+            if (n, g) not in placement.mig_layouts and (n, g) not in placement.sharing_changes]
+
+
+def sharing_changes(problem: Problem, placement: Placement) -> list[SharingChange]:
+    spec = _view(problem).sharing_default
+    return [SharingChange(node=problem.nodes[n].name, gpu=gpu, mode=spec.mode, replicas=spec.replicas)
+            for n, gpu in sorted(placement.sharing_changes)]
 
 
 def mig_changes(problem: Problem, placement: Placement) -> list[MigChange]:
@@ -985,10 +1098,56 @@ def filter_reason(problem: Problem, task: TaskInfo, stage: str) -> str:
         return (f"every {'/'.join(models) or 'MIG GPU'} with room has running instances at the memory slices a "
                 f"{wanted} needs, and no idle GPU is left to partition")
     if stage == "shared_gpus":
-        return f"no matching node has a shared (time-slicing/MPS) GPU for task '{spec.name}'"
+        return (f"no matching node has a shared (time-slicing/MPS) GPU for task '{spec.name}'"
+                + (" nor an idle GPU to share" if view.sharing_changes else "") + sharing_hint(problem, task))
     return (f"no shared GPU has {spec.gpu_share:g} of a GPU"
             + (f" and {spec.gpu_memory_gib:g} GiB" if spec.gpu_memory_gib is not None else "")
-            + f" and a replica free for task '{spec.name}'")
+            + f" and a replica free for task '{spec.name}'"
+            + (", nor would an idle GPU once shared" if view.sharing_changes else "") + sharing_hint(problem, task))
+
+
+def sharing_hint(problem: Problem, task: TaskInfo, placement: Placement | None = None,
+                 usage: np.ndarray | None = None) -> str:
+    """"; 3 idle GPUs on matching nodes could be shared if policy.allow_sharing_changes were on" (or the cap
+    that stops it) when that is why a share pod waits; "" otherwise. With a placement, GPUs it uses, partitions
+    or shares are not idle, and `usage` (what it takes per node) must leave the pod's CPU and memory."""
+    if not is_shared(task.spec) or task.eligible is None:
+        return ""
+    view = _view(problem)
+    policy = problem.request.policy
+    cap = policy.max_sharing_changes
+    capped = cap is not None and placement is not None and len(placement.sharing_changes) >= cap
+    if view.sharing_changes and not capped:
+        return ""
+    nodes = task.eligible
+    left = problem.free[nodes, 1:] - (usage[nodes, 1:] if usage is not None else 0)
+    nodes = nodes[np.all(left >= task.demand[1:], axis=1)]
+    nodes = nodes[_idle_plain(problem, placement, usage)[nodes] > 0]
+    idle = int((_idle_plain(problem, placement, usage)[nodes] * (fresh_room(task.spec, view, nodes) > 0)).sum())
+    if not idle:
+        return ""
+    gpus = f"{idle} idle GPU{'s' if idle != 1 else ''} on matching nodes could be shared"
+    if not policy.allow_sharing_changes:
+        return f"; {gpus} if policy.allow_sharing_changes were on"
+    return f"; {gpus}, but policy.max_sharing_changes ({cap}) is reached"
+
+
+def _idle_plain(problem: Problem, placement: Placement | None, usage: np.ndarray | None) -> np.ndarray:
+    """Per node, plain GPUs nobody uses: before any plan, or after `placement` (which takes `usage`, the same on
+    every call for one placement: built once, since every pending share job asks)."""
+    memo: dict[str, object] = problem.extras if placement is None else placement.memo
+    if "idle_plain" not in memo:
+        view = _view(problem)
+        counts = np.array([len(p) for p in view.plain], dtype=np.int64)
+        if placement is not None:
+            for (n, gpu), layout in placement.mig_layouts.items():
+                counts[n] -= int(layout is not None and gpu in view.plain[n])  # plain GPUs partitioned
+            for n, _ in placement.sharing_changes:
+                counts[n] -= 1
+            if usage is not None:
+                counts -= usage[:, 0]  # whole-GPU pods (a GPU made whole again may be one: a hint, not a proof)
+        memo["idle_plain"] = np.maximum(counts, 0)
+    return memo["idle_plain"]  # type: ignore[return-value]
 
 
 def job_fits(problem: Problem, j: int, free: np.ndarray, placement: Placement | None, place_whole: Placer) -> bool:

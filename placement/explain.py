@@ -138,7 +138,8 @@ def pending_reason(problem: Problem, j: int, placement: Placement, usage: np.nda
         nodes = sorted(set().union(*(problem.tasks[t].candidates.tolist() for t in problem.job_tasks[j])))
         free = int(problem.free[nodes, 0].sum()) if nodes else 0
         return (f"does not fit even if no other job were placed: gang of {gang} needs {problem.job_gpus(j)} "
-                f"GPUs; matching nodes have {free} free" + preemption_hint(problem, j, placement, usage))
+                f"GPUs; matching nodes have {free} free" + _sharing_hint(problem, j)
+                + preemption_hint(problem, j, placement, usage))
     blocked = quota_reason(problem, j, ledger)
     if blocked:
         return blocked
@@ -158,7 +159,13 @@ def pending_reason(problem: Problem, j: int, placement: Placement, usage: np.nda
     free_gpus = int(left[nodes, 0].sum()) if nodes else 0
     return (_outranked(problem, j, top) + f"capacity went to higher-value jobs: gang of {gang} does not fit in the "
             f"{free_gpus} GPUs left on matching nodes" + (f"; placed there instead: {who}" if who else "")
-            + preemption_hint(problem, j, placement, usage))
+            + _sharing_hint(problem, j, placement, usage) + preemption_hint(problem, j, placement, usage))
+
+
+def _sharing_hint(problem: Problem, j: int, placement: Placement | None = None, usage: np.ndarray | None = None) -> str:
+    """Idle GPUs that could take the job's share pods, were sharing changes allowed (placement/devices.py)."""
+    return next((hint for t in problem.job_tasks[j]
+                 if (hint := devices.sharing_hint(problem, problem.tasks[t], placement, usage))), "")
 
 
 # --------------------------------------------------------------------------------------------

@@ -24,6 +24,8 @@ class Placement:
     shares: dict[tuple[int, int], list[int]] = field(default_factory=dict)
     #: GPUs whose MIG layout the plan changes: (node, gpu) -> new layout ((profile, start), ...); None = whole
     mig_layouts: dict[tuple[int, int], tuple[tuple[str, int], ...] | None] = field(default_factory=dict)
+    #: plain GPUs the plan turns into shared GPUs (policy.sharing_default): (node, gpu); `shares` may name them
+    sharing_changes: set[tuple[int, int]] = field(default_factory=set)
 
     def add(self, task: int, node: int, pods: int = 1) -> None:
         if pods:

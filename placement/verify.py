@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from models import API_VERSION, Assignment, Job, Node, PlacementRequest, Plan, RunningJob, Task
+from models import API_VERSION, Assignment, Job, Node, PlacementRequest, Plan, RunningJob, SharingChange, Task
 from placement.catalog import MigGeometry, lookup
 
 #: Tolerance for float resources: request values are decimal, sums of them are not exact.
@@ -371,7 +371,8 @@ def _reserve(ctx: _Context) -> list[str]:
     out: list[str] = []
     # Whole GPUs only: a shared GPU is never free whole, nor a partitioned one unless the plan may make it
     # whole (no kept running pod holds an instance there). The plan takes one per GPU of a whole-GPU pod
-    # and one per plain GPU it partitions for MIG pods (mig_changes); shares and instances take none.
+    # and one per plain GPU it partitions for MIG pods (mig_changes) or shares (sharing_changes); shares
+    # and instances take none.
     instances = {(pod.node, pod.mig.gpu) for rj in ctx.request.cluster.running if rj.job not in ctx.evicted
                  for pod in rj.pods if pod.mig is not None}
 
@@ -383,6 +384,8 @@ def _reserve(ctx: _Context) -> list[str]:
     nodes = {n.name: n for n in ctx.request.cluster.nodes}
     partitioned = {(c.node, c.gpu) for c in ctx.plan.mig_changes if c.mig_enabled and c.node in nodes
                    and c.gpu not in nodes[c.node].mig and whole(nodes[c.node], c.gpu)}
+    partitioned |= {(c.node, c.gpu) for c in ctx.plan.sharing_changes if c.node in nodes
+                    and c.gpu not in nodes[c.node].mig and whole(nodes[c.node], c.gpu)}
     for pool, reserve in policy.reserve.items():
         members = [n for n in ctx.request.cluster.nodes if n.pool == pool]
         free = sum(1 for n in members for g in range(n.gpus) if whole(n, g))
@@ -721,8 +724,9 @@ def _layout_violations(geo: MigGeometry, layout: list[tuple[str, int]]) -> list[
 
 
 def _sharing(ctx: _Context) -> list[str]:
-    """Shared pods sit on a shared GPU; per GPU at most `replicas` pods, shares ≤ 1, GPU memory ≤ the GPU's."""
-    out: list[str] = []
+    """Shared pods sit on a shared GPU, declared (node.sharing) or shared by the plan (sharing_changes); per GPU
+    at most `replicas` pods, shares ≤ 1, GPU memory ≤ the GPU's; no whole-GPU pod on either."""
+    out, changed = _sharing_changes(ctx)
     load: dict[tuple[str, int], list[tuple[float, float]]] = {}
     for rj in ctx.request.cluster.running:
         for pod in rj.pods:
@@ -737,7 +741,8 @@ def _sharing(ctx: _Context) -> list[str]:
             if a.gpu_share is not None:
                 out.append(f"sharing: {_pod(a)} takes a GPU share but its task asks for none")
             out.extend(f"sharing: {_pod(a)} takes shared GPU {g} of node {node.name} whole"
-                       for g in dict.fromkeys(a.gpus) if g in node.sharing)
+                       + ("" if g in node.sharing else " (the plan shares it)")
+                       for g in dict.fromkeys(a.gpus) if g in node.sharing or (node.name, g) in changed)
             continue
         if a.gpu_share is None or abs(a.gpu_share - task.gpu_share) > EPS:
             out.append(f"sharing: {_pod(a)} takes share {a.gpu_share}; its task asks {_num(task.gpu_share)}")
@@ -745,8 +750,9 @@ def _sharing(ctx: _Context) -> list[str]:
             out.append(f"sharing: {_pod(a)} names {len(a.gpus)} GPUs; a shared pod names exactly one")
             continue
         g = a.gpus[0]
-        if g not in node.sharing:
-            out.append(f"sharing: {_pod(a)} is on GPU {g} of node {node.name}, which is not shared")
+        if g not in node.sharing and (node.name, g) not in changed:
+            out.append(f"sharing: {_pod(a)} is on GPU {g} of node {node.name}, which is not shared (neither in "
+                       "the node's sharing nor among the plan's sharing_changes)")
             continue
         if g in node.unhealthy_gpus:
             out.append(f"sharing: {_pod(a)} is on unhealthy GPU {g} of node {node.name}")
@@ -756,7 +762,7 @@ def _sharing(ctx: _Context) -> list[str]:
             (task.gpu_share, _share_memory(node, task.gpu_share, task.gpu_memory_gib)))
     for name, g in touched:
         node = ctx.nodes[name]
-        spec, pods = node.sharing[g], load[name, g]
+        spec, pods = node.sharing.get(g) or changed[name, g], load[name, g]
         where = f"shared GPU {g} of node {name}"
         if len(pods) > spec.replicas:
             out.append(f"sharing: {where} has {len(pods)} pods, more than its {spec.replicas} replicas")
@@ -768,6 +774,51 @@ def _sharing(ctx: _Context) -> list[str]:
             out.append(f"sharing: {where} is given {_num(sum(m for _, m in pods))} GiB of GPU memory, "
                        f"more than its {_num(memory)} GiB (no memory isolation)")
     return out
+
+
+def _sharing_changes(ctx: _Context) -> tuple[list[str], dict[tuple[str, int], SharingChange]]:
+    """GPUs the plan shares: allowed and within the cap, each a healthy GPU of its node that is plain (neither
+    partitioned, before or by the plan, nor shared already) and idle (no running pod holds it), with
+    policy.sharing_default's setting. Returns the violations and the changes by (node, gpu)."""
+    policy = ctx.request.policy
+    changes = ctx.plan.sharing_changes
+    out: list[str] = []
+    if changes and not policy.allow_sharing_changes:
+        out.append(f"sharing: the plan shares {len(changes)} idle GPU(s) but policy.allow_sharing_changes is off")
+    if policy.max_sharing_changes is not None and len(changes) > policy.max_sharing_changes:
+        out.append(f"sharing: the plan shares {len(changes)} GPUs, more than policy.max_sharing_changes "
+                   f"{policy.max_sharing_changes}")
+    running = {(pod.node, g): rj.job for rj in ctx.request.cluster.running for pod in rj.pods
+               if pod.gpu_share is None for g in pod.gpus}
+    repartitioned = {(m.node, m.gpu) for m in ctx.plan.mig_changes}
+    default = policy.sharing_default
+    changed: dict[tuple[str, int], SharingChange] = {}
+    for c in changes:
+        where = f"node {c.node} GPU {c.gpu}"
+        node = ctx.nodes.get(c.node)
+        if node is None:
+            out.append(f"sharing: change of {where} names an unknown node")
+            continue
+        if not 0 <= c.gpu < node.gpus:
+            out.append(f"sharing: change of {where}: GPU index out of range 0..{node.gpus - 1}")
+            continue
+        if (c.node, c.gpu) in changed:
+            out.append(f"sharing: {where} is shared twice")
+            continue
+        changed[c.node, c.gpu] = c
+        if c.gpu in node.unhealthy_gpus:
+            out.append(f"sharing: {where} is unhealthy and cannot be shared")
+        if c.gpu in node.mig or (c.node, c.gpu) in repartitioned:
+            out.append(f"sharing: {where} is MIG-partitioned (or re-partitioned by the plan); a GPU is shared one "
+                       "way only")
+        if c.gpu in node.sharing:
+            out.append(f"sharing: {where} is already shared (the node's sharing); the plan shares plain GPUs only")
+        if (c.node, c.gpu) in running:
+            out.append(f"sharing: {where} is not idle: running job {running[c.node, c.gpu]} holds it")
+        if (c.mode, c.replicas) != (default.mode, default.replicas):
+            out.append(f"sharing: {where} is shared as {c.mode} with {c.replicas} replicas; policy.sharing_default "
+                       f"says {default.mode} with {default.replicas}")
+    return out, changed
 
 
 def _right_size(ctx: _Context) -> list[str]:

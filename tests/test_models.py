@@ -135,6 +135,19 @@ CASES: list[tuple[str, Mutation, tuple[str | int, ...], tuple[str, ...]]] = [
      ("cluster", "nodes", 0, "cpu"), ("running pods use 68 CPUs, more than the node's 64",)),
     ("running-memory-over-node", lambda d: _running(d, "r2", node="n1", memory_gib=500),
      ("cluster", "nodes", 0, "memory_gib"), ("running pods use 564 GiB, more than the node's 512",)),
+    ("sharing-default-replicas", lambda d: d.update(policy={"allow_sharing_changes": True,
+                                                            "sharing_default": {"mode": "mps", "replicas": 0}}),
+     ("policy", "sharing_default", "replicas"), ("greater than or equal to 1",)),
+    ("sharing-default-mode", lambda d: d.update(policy={"sharing_default": {"mode": "mig", "replicas": 4}}),
+     ("policy", "sharing_default", "mode"), ("time-slicing", "mps")),
+    ("sharing-default-unknown-field", lambda d: d.update(policy={"sharing_default": {"mode": "mps", "replica": 4}}),
+     ("policy", "sharing_default", "replica"), ("Extra inputs are not permitted",)),
+    ("max-sharing-changes-negative", lambda d: d.update(policy={"max_sharing_changes": -1}),
+     ("policy", "max_sharing_changes"), ("greater than or equal to 0",)),
+    ("sharing-change-weight-negative", lambda d: d.update(policy={"weights": {"sharing_change": -0.1}}),
+     ("policy", "weights", "sharing_change"), ("greater than or equal to 0",)),
+    ("allow-sharing-changes-not-bool", lambda d: d.update(policy={"allow_sharing_changes": "sometimes"}),
+     ("policy", "allow_sharing_changes"), ("valid boolean",)),
 ]
 
 
@@ -193,3 +206,8 @@ def test_defaults() -> None:
     assert elastic.needed == 2
     req = PlacementRequest.model_validate(copy.deepcopy(BASE))
     assert req.policy.weights.fragmentation == 0.1 and req.policy.weights.priority == 1.0
+    policy = req.policy
+    assert not policy.allow_sharing_changes and policy.max_sharing_changes is None
+    assert (policy.sharing_default.mode, policy.sharing_default.replicas) == ("time-slicing", 8)
+    # below what the smallest openb share (0.05 of a GPU) earns at priority weight 1: sharing a GPU for it pays
+    assert 0 < policy.weights.sharing_change < 0.05 * policy.weights.priority

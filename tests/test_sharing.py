@@ -8,11 +8,14 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ortools.sat.python import cp_model
 from pydantic import ValidationError
 
 from models import PlacementRequest, Plan
-from placement import plan
+from placement import candidates, plan
+from placement import compile as compiler
 from placement import problem as problem_mod
+from placement.baseline import greedy
 from placement.verify import verify
 
 H100 = "H100-SXM5-80GB"  # 80 GiB
@@ -158,6 +161,10 @@ def _cases(draw: st.DrawFn) -> dict[str, Any]:
         jobs.append({"name": "whole", "tasks": [{"name": "t", "gpus": 1}]})
     req = _request(sharing, jobs, running, gpus=gpus)
     req["policy"]["time_limit_s"] = 1
+    if draw(st.booleans()):
+        req["policy"]["allow_sharing_changes"] = True
+        req["policy"]["max_sharing_changes"] = draw(st.sampled_from([None, 0, 1]))
+        req["policy"]["sharing_default"] = _ts(draw(st.integers(1, 4)), draw(st.sampled_from(["time-slicing", "mps"])))
     return req
 
 
@@ -166,8 +173,237 @@ def _cases(draw: st.DrawFn) -> dict[str, Any]:
 def test_random_sharing_requests_give_verified_plans(req: dict[str, Any]) -> None:
     p = plan(req)
     assert verify(PlacementRequest.model_validate(req), p) == []
+    declared = set(req["cluster"]["nodes"][0]["sharing"])
+    converted = {c.gpu for c in p.sharing_changes}
+    assert not converted & declared and (not converted or req["policy"].get("allow_sharing_changes"))
     for a in p.assignments:
         shared = a.gpu_share is not None
         assert shared == (a.job != "whole")
         if not shared:
-            assert not set(a.gpus) & set(req["cluster"]["nodes"][0]["sharing"])
+            assert not set(a.gpus) & (declared | converted)
+        else:
+            assert a.gpus[0] in declared | converted
+
+
+# --------------------------------------------------------------------------------------------
+# Sharing changes: idle whole GPUs turned into shared GPUs (policy.allow_sharing_changes)
+
+
+def _changes(p: Plan) -> list[tuple[str, int, str, int]]:
+    return [(c.node, c.gpu, c.mode, c.replicas) for c in p.sharing_changes]
+
+
+def _on(req: dict[str, Any], **policy: Any) -> dict[str, Any]:
+    req["policy"].update(allow_sharing_changes=True, **policy)
+    return req
+
+
+def test_an_idle_gpu_is_shared_only_when_allowed() -> None:
+    jobs = [_job("a", 0.5, 2)]
+    off = plan(_request({}, jobs, gpus=2))
+    assert _placed(off) == set() and off.sharing_changes == []
+    assert "2 idle GPUs on matching nodes could be shared if policy.allow_sharing_changes were on" in \
+        off.pending[0].reason
+    on = plan(_on(_request({}, jobs, gpus=2)))
+    assert _placed(on) == {"a"}
+    assert _changes(on) == [("n1", 1, "time-slicing", 8)]  # one GPU holds both halves; the highest index
+    assert all(a.gpus == [1] and a.gpu_share == 0.5 for a in on.assignments)
+    assert on.objective.terms["sharing_change"] == pytest.approx(-0.01)  # weights.sharing_change per GPU
+
+
+def test_a_declared_shared_gpu_with_room_is_used_before_any_change() -> None:
+    p = plan(_on(_request({0: _ts(4)}, [_job("a", 0.25, 2)], gpus=2)))
+    assert _placed(p) == {"a"} and p.sharing_changes == []
+    assert {a.gpus[0] for a in p.assignments} == {0}
+
+
+def test_a_gpu_the_plan_shares_is_filled_before_sharing_another() -> None:
+    """Four quarters and two thirds on three idle GPUs: two shared GPUs suffice (0.25 × 4, then 0.3 + 0.3)."""
+    p = plan(_on(_request({}, [_job("q", 0.25, 4), _job("t", 0.3, 2)], gpus=3)))
+    assert _placed(p) == {"q", "t"} and len(p.sharing_changes) == 2
+    assert p.objective.terms["sharing_change"] == pytest.approx(-0.02)
+
+
+def test_sharing_never_takes_a_gpu_a_whole_gpu_pod_uses() -> None:
+    whole = {"name": "w", "priority": 1, "tasks": [{"name": "t", "gpus": 2}]}
+    full = plan(_on(_request({}, [whole, _job("a", 0.5)], gpus=2)))
+    assert _placed(full) == {"w"} and full.sharing_changes == []  # both GPUs whole for w
+    roomy = plan(_on(_request({}, [whole, _job("a", 0.5)], gpus=3)))
+    assert _placed(roomy) == {"w", "a"}
+    assert _changes(roomy) == [("n1", 2, "time-slicing", 8)]
+    assert next(a.gpus for a in roomy.assignments if a.job == "w") == [0, 1]
+
+
+def test_a_gpu_a_running_pod_holds_is_never_shared() -> None:
+    running = [{"job": "old", "pods": [{"task": "w", "node": "n1", "gpus": [1]}]}]
+    p = plan(_on(_request({}, [_job("a", 0.5, 2), _job("b", 0.5, 2)], running, gpus=2)))
+    assert len(_placed(p)) == 1 and _changes(p) == [("n1", 0, "time-slicing", 8)]
+
+
+def test_max_sharing_changes_caps_the_gpus_shared() -> None:
+    jobs = [_job("a", 0.6), _job("b", 0.6)]
+    both = plan(_on(_request({}, jobs, gpus=2)))
+    assert _placed(both) == {"a", "b"} and len(both.sharing_changes) == 2
+    capped = plan(_on(_request({}, jobs, gpus=2), max_sharing_changes=1))
+    assert len(_placed(capped)) == 1 and len(capped.sharing_changes) == 1
+    assert "policy.max_sharing_changes (1) is reached" in capped.pending[0].reason
+    none = plan(_on(_request({}, jobs, gpus=2), max_sharing_changes=0))
+    assert _placed(none) == set() and "policy.max_sharing_changes (0) is reached" in none.pending[0].reason
+
+
+def test_a_shared_gpu_gets_the_policy_default_and_obeys_its_replicas() -> None:
+    """MPS with two replicas: three 0.1 pods need two GPUs although their shares fit one."""
+    req = _on(_request({}, [_job("a", 0.1, 3)], gpus=2), sharing_default={"mode": "mps", "replicas": 2})
+    p = plan(req)
+    assert _placed(p) == {"a"}
+    assert _changes(p) == [("n1", 0, "mps", 2), ("n1", 1, "mps", 2)]
+
+
+def test_a_shared_gpu_holds_no_more_memory_than_the_gpu() -> None:
+    p = plan(_on(_request({}, [_job("a", 0.3, 2, gpu_memory_gib=50)], gpus=2)))
+    assert _placed(p) == {"a"} and len(p.sharing_changes) == 2  # 2 × 50 GiB > 80: one pod per GPU
+    too_big = plan(_on(_request({}, [_job("b", 0.3, gpu_memory_gib=90)], gpus=2)))
+    assert _placed(too_big) == set() and too_big.sharing_changes == []
+
+
+def test_mig_and_sharing_changes_compete_for_the_same_idle_gpu() -> None:
+    jobs = [_job("s", 0.5), {"name": "m", "tasks": [{"name": "s", "mig_profile": "1g.10gb"}]}]
+    p = plan(_on(_request({}, jobs, gpus=1), allow_mig_changes=True))
+    assert len(_placed(p)) == 1 and len(p.sharing_changes) + len(p.mig_changes) == 1
+    two = plan(_on(_request({}, jobs + [{"name": "w", "tasks": [{"name": "t", "gpus": 1}]}], gpus=3),
+                   allow_mig_changes=True))
+    assert _placed(two) == {"s", "m", "w"}
+    shared, partitioned = {c.gpu for c in two.sharing_changes}, {c.gpu for c in two.mig_changes}
+    whole = next(a.gpus for a in two.assignments if a.job == "w")
+    assert len(shared | partitioned | set(whole)) == 3  # three different GPUs
+
+
+def test_candidates_see_idle_gpus_only_when_sharing_changes_are_on() -> None:
+    def task(req: dict[str, Any]) -> problem_mod.TaskInfo:
+        return problem_mod.build(PlacementRequest.model_validate(req)).tasks[0]
+
+    running = [{"job": "old", "pods": [{"task": "w", "node": "n1", "gpus": [0]}]}]
+    off = task(_request({}, [_job("a", 0.3, 10)], running, gpus=3))
+    assert off.candidates.tolist() == []
+    on = task(_on(_request({}, [_job("a", 0.3, 10)], running, gpus=3)))
+    assert on.candidates.tolist() == [0] and on.max_per_node.tolist() == [6]  # 2 idle GPUs × 3 pods of 0.3
+    declared = task(_on(_request({0: _ts(2)}, [_job("a", 0.3, 10)], gpus=3)))
+    assert declared.max_per_node.tolist() == [2 + 2 * 3]  # the shared GPU's replicas, then two idle GPUs
+
+
+def test_deterministic_mode_gives_the_same_plan_with_sharing_changes_twice() -> None:
+    jobs = [_job("a", 0.25, 3), _job("b", 0.6, 2), _job("c", 0.4), {"name": "w", "tasks": [{"name": "t", "gpus": 1}]}]
+    req = _on(_request({1: _ts(2)}, jobs, gpus=4))
+    first, second = plan(req), plan(copy.deepcopy(req))
+    assert first.solver.mode == "deterministic"
+    assert first.model_dump(exclude={"solver"}) == second.model_dump(exclude={"solver"})
+    assert first.sharing_changes
+
+
+def test_greedy_shares_only_when_allowed_existing_gpus_first_within_the_cap() -> None:
+    def greedy_changes(req: dict[str, Any]) -> tuple[set[tuple[int, int]], int]:
+        problem = problem_mod.build(PlacementRequest.model_validate(req))
+        base = greedy(problem)
+        return base.sharing_changes, sum(base.counts.values())
+
+    jobs = [_job("a", 0.5), _job("b", 0.5), _job("c", 0.6)]
+    assert greedy_changes(_request({0: _ts()}, jobs, gpus=3)) == (set(), 2)  # a and b on GPU 0, c waits
+    assert greedy_changes(_on(_request({0: _ts()}, jobs, gpus=3))) == ({(0, 2)}, 3)  # only c needs a new one
+    assert greedy_changes(_on(_request({}, jobs, gpus=3), max_sharing_changes=1)) == ({(0, 2)}, 2)
+
+
+def test_greedy_hint_with_sharing_changes_is_a_feasible_solution() -> None:
+    running = [{"job": "old", "pods": [{"task": "w", "node": "n1", "gpus": [3]}]}]
+    jobs = [_job("a", 0.25, 3), _job("b", 0.6, 2), {"name": "w", "tasks": [{"name": "t", "gpus": 2}]},
+            {"name": "m", "tasks": [{"name": "s", "mig_profile": "3g.40gb"}]}]
+    req = _on(_request({0: _ts(2)}, jobs, running, gpus=8), allow_mig_changes=True)
+    problem = problem_mod.build(PlacementRequest.model_validate(req))
+    base = greedy(problem)
+    assert base.sharing_changes  # the greedy shared GPUs, so the hint exercises the slots
+    ctx = compiler.build(problem, candidates.select(problem, base))
+    values = ctx.assignment_of(base)
+    assert len(values) == len(ctx.model.proto.variables)  # every variable hinted
+    ctx.hint(values)
+    solver = cp_model.CpSolver()
+    solver.parameters.fix_variables_to_their_hinted_value = True
+    solver.parameters.num_workers = 1
+    solver.parameters.max_time_in_seconds = 5
+    assert solver.solve(ctx.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+
+
+def _checked_changes(mutate: Any) -> list[str]:
+    """n1: GPU 0 shared, 1 partitioned, 2 held by a running job, 3 unhealthy, 4 and 5 idle; the plan shares 5
+    for a's two halves and gives 4 to w."""
+    node = {"name": "n1", "pool": "od", "gpu_model": H100, "gpus": 6, "cpu": 64, "memory_gib": 512,
+            "sharing": {0: _ts(2)}, "mig": {1: [{"profile": "1g.10gb", "start": 0}]}, "unhealthy_gpus": [3]}
+    running = [{"job": "old", "pods": [{"task": "w", "node": "n1", "gpus": [2]}]}]
+    jobs = [_job("a", 0.5, 2, gpu_memory_gib=30), {"name": "w", "tasks": [{"name": "t", "gpus": 1}]}]
+    req = {"cluster": {"pools": [{"name": "od"}], "nodes": [node], "running": running}, "jobs": jobs,
+           "policy": {"allow_sharing_changes": True}}
+    p = {"status": "feasible", "objective": {"total": 0.0}, "assignments": [
+        *({"job": "a", "task": "s", "pod": k, "node": "n1", "gpus": [5], "gpu_share": 0.5} for k in range(2)),
+        {"job": "w", "task": "t", "pod": 0, "node": "n1", "gpus": [4]}],
+        "sharing_changes": [{"node": "n1", "gpu": 5, "mode": "time-slicing", "replicas": 8}]}
+    mutate(req, p)
+    return verify(PlacementRequest.model_validate(req), Plan.model_validate(p))
+
+
+def _change(gpu: int, node: str = "n1", mode: str = "time-slicing", replicas: int = 8) -> dict[str, Any]:
+    return {"node": node, "gpu": gpu, "mode": mode, "replicas": replicas}
+
+
+@pytest.mark.parametrize(("mutate", "fragment"), [
+    (lambda r, p: None, None),
+    (lambda r, p: r["policy"].update(allow_sharing_changes=False), "sharing: the plan shares 1 idle GPU(s) but "
+     "policy.allow_sharing_changes is off"),
+    (lambda r, p: r["policy"].update(max_sharing_changes=0), "more than policy.max_sharing_changes 0"),
+    (lambda r, p: p["sharing_changes"].append(_change(1)), "node n1 GPU 1 is MIG-partitioned"),
+    (lambda r, p: p["sharing_changes"].append(_change(0)), "node n1 GPU 0 is already shared"),
+    (lambda r, p: p["sharing_changes"].append(_change(3)), "node n1 GPU 3 is unhealthy"),
+    (lambda r, p: p["sharing_changes"].append(_change(2)), "node n1 GPU 2 is not idle: running job old holds it"),
+    (lambda r, p: p["sharing_changes"].append(_change(5)), "node n1 GPU 5 is shared twice"),
+    (lambda r, p: p["sharing_changes"].append(_change(0, node="nx")), "names an unknown node"),
+    (lambda r, p: p["sharing_changes"].append(_change(9)), "GPU index out of range 0..5"),
+    (lambda r, p: p["sharing_changes"][0].update(mode="mps"), "policy.sharing_default says time-slicing with 8"),
+    (lambda r, p: p["assignments"][2].update(gpus=[5]), "takes shared GPU 5 of node n1 whole (the plan shares it)"),
+    (lambda r, p: (r["policy"].update(allow_mig_changes=True), p.setdefault("mig_changes", []).append(
+        {"node": "n1", "gpu": 5, "layout": [{"profile": "1g.10gb", "start": 0}]})), "re-partitioned by the plan"),
+    (lambda r, p: (r["policy"].update(sharing_default=_ts(1)), p["sharing_changes"][0].update(replicas=1)),
+     "shared GPU 5 of node n1 has 2 pods, more than its 1 replicas"),
+    (lambda r, p: r["jobs"][0]["tasks"][0].update(gpu_share=0.6), "shared GPU 5 of node n1 is given 1.2 of a GPU"),
+    (lambda r, p: r["jobs"][0]["tasks"][0].update(gpu_memory_gib=41), "82 GiB of GPU memory"),
+    (lambda r, p: p["sharing_changes"].clear(), "is on GPU 5 of node n1, which is not shared"),
+    (lambda r, p: r["policy"].update(peak=True, reserve={"od": 1}),
+     "reserve: pool od has 2 free GPUs and must keep 1 during peak; the plan takes 2"),
+])
+def test_checker_catches_illegal_sharing_changes(mutate: Any, fragment: str | None) -> None:
+    found = _checked_changes(mutate)
+    if fragment is None:
+        assert found == []
+    else:
+        assert any(fragment in v for v in found), found
+
+
+def test_pending_reason_when_no_idle_gpu_is_left_to_share() -> None:
+    running = [{"job": "old", "pods": [{"task": "w", "node": "n1", "gpus": [0, 1]}]}]
+    p = plan(_on(_request({}, [_job("a", 0.5)], running, gpus=2)))
+    assert p.pending[0].reason == ("no matching node has a shared (time-slicing/MPS) GPU for task 's' nor an idle "
+                                   "GPU to share")
+
+
+def test_kube_export_notes_the_gpus_to_share_before_binding() -> None:
+    from placement.kube.exporter import export
+
+    req = _on(_request({}, [_job("a", 0.5)], gpus=1))
+    p = plan(req)
+    _, notes = export(PlacementRequest.model_validate(req), p, "table")
+    assert any(n.startswith("share node n1 GPU 0 (time-slicing, 8 replicas) before binding") for n in notes), notes
+
+
+def test_the_peak_reserve_is_not_shared_away() -> None:
+    """Two idle GPUs, one held back in peak: the plan shares at most the other one."""
+    req = _on(_request({}, [_job("a", 0.6), _job("b", 0.6)], gpus=2), peak=True, reserve={"od": 1})
+    req["cluster"]["pools"] = [{"name": "od"}]
+    req["cluster"]["nodes"][0]["pool"] = "od"
+    p = plan(req)
+    assert len(_placed(p)) == 1 and len(p.sharing_changes) == 1

@@ -143,6 +143,13 @@ BROKEN: list[tuple[str, Callable[[dict[str, Any], dict[str, Any]], None], str, s
      "preemption", "job old-train is preempted but policy.preemption is off"),
     ("mig-change-present", lambda r, p: p.__setitem__("mig_changes", [{"node": "n001", "gpu": 1, "layout": []}]),
      "mig", "changes 1 GPU layout(s) but policy.allow_mig_changes is off"),
+    ("sharing-change-present", lambda r, p: p.__setitem__("sharing_changes", [
+        {"node": "n003", "gpu": 1, "mode": "time-slicing", "replicas": 8}]),
+     "sharing", "shares 1 idle GPU(s) but policy.allow_sharing_changes is off"),
+    ("whole-pod-on-a-gpu-the-plan-shares", lambda r, p: (
+        r.update(policy={"allow_sharing_changes": True}),
+        p.__setitem__("sharing_changes", [{"node": "n001", "gpu": 4, "mode": "time-slicing", "replicas": 8}])),
+     "sharing", "pod small/a/0 takes shared GPU 4 of node n001 whole (the plan shares it)"),
 ]
 
 

@@ -24,12 +24,16 @@ stand-in only decides one thing, the GPU memory a shared pod gets by default (it
 GPU's memory), which scales with the share, so it never changes what fits.
 
 **Sharing.** In v1 a GPU listed in a node's ``sharing`` takes only ``gpu_share`` pods, and a GPU
-not listed takes only whole-GPU pods. openb does not say which GPUs were shared, so
-``shared_gpus`` chooses: ``"auto"`` (default) shares, on each GPU node, ceil(gpus × s) GPUs
-(the highest indices; whole-GPU pods use the lowest first), s being the share pods' part of the
-pods' GPU demand; ``"all"``, ``"none"``, or an int per node. Shared GPUs use time-slicing with
-enough replicas for the smallest share (1000 // min gpu_milli, at most 128), so replicas never
-bind before the milli do.
+not listed takes only whole-GPU pods unless the plan shares it. The openb cluster, like HAMi and
+KAI, shares any idle GPU on demand, so ``shared_gpus="on-demand"`` (default, and the way to feed
+openb to :func:`placement.plan`) declares no shared GPU and turns on
+``policy.allow_sharing_changes``: the plan decides which idle GPUs to share, paying
+``weights.sharing_change`` for each. The older modes pre-declare shared GPUs, guessing which:
+``"auto"`` shares, on each GPU node, ceil(gpus × s) GPUs (the highest indices; whole-GPU pods use
+the lowest first), s being the share pods' part of the pods' GPU demand; ``"all"``, ``"none"``, or
+an int per node. Shared GPUs, declared or shared by the plan (``policy.sharing_default``), use
+time-slicing with enough replicas for the smallest share (1000 // min gpu_milli, at most 128), so
+replicas never bind before the milli do.
 """
 
 from __future__ import annotations
@@ -66,7 +70,7 @@ OPENB_GPU_MODELS: dict[str, str] = {
 MODEL_LABEL = "openb/gpu-model"
 SPEC_LABEL_PREFIX = "openb/gpu-spec-"
 
-SharedGpus = Literal["auto", "all", "none"] | int
+SharedGpus = Literal["on-demand", "auto", "all", "none"] | int
 
 
 def spec_label(spec: Sequence[str]) -> str:
@@ -81,8 +85,8 @@ def _pods_of(rows: Sequence[dict[str, str]]) -> list[openb.Pod]:
 
 
 def _share_count(gpus: int, mode: SharedGpus, fraction: float) -> int:
-    if gpus == 0:
-        return 0
+    if mode == "on-demand" or gpus == 0:
+        return 0  # the plan shares GPUs itself (policy.allow_sharing_changes)
     if mode == "all":
         return gpus
     if mode == "none":
@@ -91,7 +95,7 @@ def _share_count(gpus: int, mode: SharedGpus, fraction: float) -> int:
         return min(gpus, math.ceil(gpus * fraction)) if fraction > 0 else 0
     if isinstance(mode, int) and not isinstance(mode, bool) and mode >= 0:
         return min(gpus, mode)
-    raise ValueError(f"shared_gpus must be 'auto', 'all', 'none' or a non-negative int, not {mode!r}")
+    raise ValueError(f"shared_gpus must be 'on-demand', 'auto', 'all', 'none' or a non-negative int, not {mode!r}")
 
 
 def stand_in(model: str) -> str:
@@ -109,13 +113,14 @@ def request_from_rows(
     node_rows: Sequence[dict[str, str]],
     pod_rows: Sequence[dict[str, str]],
     *,
-    shared_gpus: SharedGpus = "auto",
+    shared_gpus: SharedGpus = "on-demand",
     policy: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A v1 request dict (validate it with ``models.PlacementRequest``) from openb CSV rows.
 
     Every pod becomes a pending one-pod job; nodes start empty. ``policy`` replaces the default
-    ``{"time_limit_s": 10, "workers": 2, "seed": 0}``.
+    ``{"time_limit_s": 10, "workers": 2, "seed": 0}``; ``"on-demand"`` adds ``allow_sharing_changes``
+    and ``sharing_default`` to it unless it sets them.
     """
     pods = _pods_of(pod_rows)
     share_milli = sum(p.demand for p in pods if p.is_share)
@@ -147,12 +152,11 @@ def request_from_rows(
         nodes.append(node)
 
     jobs = [_job(p) for p in pods]
-    return {
-        "api_version": "placement/v1",
-        "cluster": {"nodes": nodes},
-        "jobs": jobs,
-        "policy": dict(policy) if policy is not None else {"time_limit_s": 10, "workers": 2, "seed": 0},
-    }
+    out = dict(policy) if policy is not None else {"time_limit_s": 10, "workers": 2, "seed": 0}
+    if shared_gpus == "on-demand":
+        out.setdefault("allow_sharing_changes", True)
+        out.setdefault("sharing_default", {"mode": "time-slicing", "replicas": replicas})
+    return {"api_version": "placement/v1", "cluster": {"nodes": nodes}, "jobs": jobs, "policy": out}
 
 
 def _job(p: openb.Pod) -> dict[str, Any]:
@@ -180,7 +184,7 @@ def load_request(
     pods: int | None = None,
     nodes: int | None = None,
     seed: int | None = None,
-    shared_gpus: SharedGpus = "auto",
+    shared_gpus: SharedGpus = "on-demand",
     policy: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A request from the openb files: the first ``pods`` pods of ``trace`` on ``nodes`` GPU nodes.
@@ -215,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pods", type=int, default=None)
     ap.add_argument("--nodes", type=int, default=None)
     ap.add_argument("--seed", type=int, default=None, help="protocol's shuffled order and a seeded node sample")
-    ap.add_argument("--shared-gpus", default="auto", help="auto | all | none | N per node")
+    ap.add_argument("--shared-gpus", default="on-demand",
+                    help="on-demand (the plan shares idle GPUs) | auto | all | none | N per node")
     ap.add_argument("-o", "--output", default=None)
     args = ap.parse_args(argv)
     shared: SharedGpus = int(args.shared_gpus) if args.shared_gpus.isdigit() else args.shared_gpus

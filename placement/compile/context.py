@@ -89,9 +89,17 @@ class ModelContext:
                 for ub, n in zip(bounds, self.candidates[t], strict=True)
             ])
         self._per_node: list[list[tuple[cp_model.IntVar, int, int]]] | None = None
-        #: node -> (count of its idle whole GPUs the plan partitions, upper bound), from compile/mig.py:
-        #: rules that count whole free GPUs (the peak reserve) must see them go
+        #: node -> (count of its idle whole GPUs the plan partitions, upper bound), from compile/mig.py, then
+        #: the ones it shares, from compile/sharing.py: rules that count whole free GPUs (the peak reserve)
+        #: must see them go
         self.partitioned: dict[int, list[tuple[cp_model.IntVar, int]]] = {}
+        #: node -> its GPUs whole after the plan, as (constant, variables adding one each), from compile/mig.py
+        #: where MIG configurations decide it; elsewhere problem.free[n, 0]. Whatever takes whole GPUs
+        #: (whole-GPU pods, GPUs the plan shares) stays within it
+        self.whole_after: dict[int, tuple[int, list[cp_model.IntVar]]] = {}
+        #: node -> true when the plan breaks into the whole free node (compile/fragmentation.py): GPUs the plan
+        #: shares there break it too (compile/sharing.py)
+        self.broken: dict[int, cp_model.IntVar] = {}
         self.placed = [self.model.new_bool_var(f"placed[{j}]") for j in range(len(problem.jobs))]
         self.evicted: dict[int, cp_model.IntVar] = {
             r: self.model.new_bool_var(f"evicted[{r}]") for r in _preemptable(problem)

@@ -1,7 +1,8 @@
 """Fragmentation: keep whole nodes whole, so the next 8-GPU gang finds room.
 
 A node whose healthy GPUs are all free costs a penalty (one GPU-equivalent times the policy
-weight, 0.1 by default) once any GPU pod lands on it. Partly used nodes cost nothing, so small
+weight, 0.1 by default) once any GPU pod lands on it, or the plan shares one of its GPUs
+(compile/sharing.py links its shared GPUs to `ctx.broken`). Partly used nodes cost nothing, so small
 pods fill the holes first: the packing Volcano's binpack and FGD chase, as one soft term.
 """
 
@@ -29,12 +30,14 @@ def apply(ctx: ModelContext) -> None:
         ctx.model.add(cp_model.LinearExpr.weighted_sum([v for v, _ in gpu_pairs], coefs)
                       <= int(problem.capacity[n, 0]) * b)
         broken[n] = b
+    ctx.broken.update(broken)
     if broken:
         ctx.objective.add(NAME, list(broken.values()), [-1.0] * len(broken), weight)
 
     def hint(ctx: ModelContext, placement: Placement, values: dict[int, int]) -> None:
         gpus = placement.usage(ctx.problem)[:, 0]
+        shared = {n for n, _ in placement.sharing_changes}  # a GPU shared breaks the node too
         for n, b in broken.items():
-            values[b.index] = int(gpus[n] > 0)
+            values[b.index] = int(gpus[n] > 0 or n in shared)
 
     ctx.on_hint(hint)

@@ -122,11 +122,14 @@ def _whole_row(ctx: ModelContext, n: int, table: NodeTable, pods: list[tuple[cp_
     view = ctx.problem.devices
     assert view is not None
     variable = [(v, 1) for c in table.classes for v, cfg in zip(c.counts, c.configs, strict=False) if cfg.whole]
-    if not pods or not variable:
+    if not variable:
         return
     in_classes = {g for c in table.classes for g in c.gpus}
     fixed = sum(1 for g in view.plain[n] if g not in in_classes)
     fixed += sum(len(c.gpus) for c in table.classes if not c.counts and c.configs[0].whole)
+    ctx.whole_after[n] = (fixed, [v for v, _ in variable])  # GPUs the plan shares come out of these too
+    if not pods:
+        return
     released = [(var, int(use[0])) for var, use in ctx.released(n) if use[0]]
     lhs = cp_model.LinearExpr.weighted_sum([v for v, _ in pods] + [v for v, _ in released],
                                            [k for _, k in pods] + [-k for _, k in released])

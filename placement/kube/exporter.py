@@ -13,7 +13,7 @@ Device indices are advice: the NVIDIA device plugin picks the physical devices a
 Pod names come from the import (`Origins`): existing pods by index, pods a controller will create by
 its naming rule (Volcano: `<job>-<task>-<index>`), else the same rule as a derived name, marked as
 such. Without origins (a v1 request file), names follow from the v1 names: job `namespace/name`.
-MIG re-partitions and added nodes have no Kubernetes object here: they are returned as notes.
+MIG re-partitions, GPUs the plan shares and added nodes have no Kubernetes object here: they are returned as notes.
 """
 
 from __future__ import annotations
@@ -226,6 +226,9 @@ def _notes(plan: Plan) -> list[str]:
         layout = ", ".join(f"{i.profile}@{i.start}" for i in c.layout) if c.mig_enabled else "MIG off"
         notes.append(f"re-partition node {c.node} GPU {c.gpu} to [{layout}] before binding (mig-parted / MIG "
                      "manager: no Kubernetes object here)")
+    for s in plan.sharing_changes:
+        notes.append(f"share node {s.node} GPU {s.gpu} ({s.mode}, {s.replicas} replicas) before binding its "
+                     "gpu_share pods (device plugin or HAMi/KAI sharing config: no Kubernetes object here)")
     for p in plan.provisioned:
         notes.append(f"add {len(p.nodes)} node(s) to pool {p.pool}: {', '.join(p.nodes)} (a node provisioner's "
                      "job; pods bound to them wait for the nodes)")

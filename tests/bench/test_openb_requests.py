@@ -49,7 +49,7 @@ PODS = [
 
 
 def test_rows_map_to_a_valid_request() -> None:
-    req = request_from_rows(NODES, PODS)
+    req = request_from_rows(NODES, PODS, shared_gpus="auto")
     model = PlacementRequest.model_validate(req)
     nodes = {n.name: n for n in model.cluster.nodes}
     assert nodes["n-t4"].gpu_model == OPENB_GPU_MODELS["T4"] and nodes["n-t4"].cpu == 32
@@ -69,17 +69,33 @@ def test_rows_map_to_a_valid_request() -> None:
     assert tasks["p-cpu"].gpus == 0 and tasks["p-cpu"].memory_gib == 1.5 and not tasks["p-cpu"].node_selector
 
 
-def test_plan_places_every_pod_and_verifies() -> None:
-    req = request_from_rows(NODES, PODS, policy={"time_limit_s": 5, "workers": 1, "seed": 0})
+@pytest.mark.parametrize("mode", ["on-demand", "auto"])
+def test_plan_places_every_pod_and_verifies(mode: str) -> None:
+    req = request_from_rows(NODES, PODS, shared_gpus=mode, policy={"time_limit_s": 5, "workers": 1, "seed": 0})
     result = plan(req)
     assert verify(PlacementRequest.model_validate(req), result) == []
     where = {a.job: a for a in result.assignments}
     assert set(where) == {p["name"] for p in PODS}
     assert where["p-share"].node == "n-t4" and where["p-multi"].node == "n-g2"
     assert where["p-either"].node == "n-t4"
+    shared = {(c.node, c.gpu) for c in result.sharing_changes}
+    assert {(a.node, a.gpus[0]) for a in result.assignments if a.gpu_share is not None} <= shared | {
+        ("n-t4", 1), ("n-g2", 7)}  # what the plan shares on demand, or what "auto" declares
+    assert bool(shared) == (mode == "on-demand")
 
 
-@pytest.mark.parametrize("mode,expected", [("all", [0, 1]), ("none", []), (1, [1])])
+def test_on_demand_declares_no_shared_gpu_and_lets_the_plan_share() -> None:
+    req = request_from_rows(NODES, PODS, policy={"time_limit_s": 5, "workers": 1})
+    model = PlacementRequest.model_validate(req)
+    assert all(not n.sharing for n in model.cluster.nodes)
+    assert model.policy.allow_sharing_changes and model.policy.time_limit_s == 5
+    # replicas as for declared GPUs: enough for the smallest share (1000 // 250)
+    assert (model.policy.sharing_default.mode, model.policy.sharing_default.replicas) == ("time-slicing", 4)
+    kept = request_from_rows(NODES, PODS, policy={"allow_sharing_changes": False})
+    assert kept["policy"]["allow_sharing_changes"] is False  # a caller's own setting wins
+
+
+@pytest.mark.parametrize("mode,expected", [("all", [0, 1]), ("none", []), (1, [1]), ("on-demand", [])])
 def test_shared_gpus_modes(mode: object, expected: list[int]) -> None:
     req = request_from_rows(NODES[:1], [_pod("s", 1000, 1, 300), _pod("w", 1000, 1, 1000)], shared_gpus=mode)
     node = PlacementRequest.model_validate(req).cluster.nodes[0]
@@ -99,6 +115,18 @@ def test_a_share_pod_on_a_node_without_shared_gpus_stays_pending() -> None:
     )
     result = plan(req)
     assert not result.assignments and [p.job for p in result.pending] == ["s"]
+    assert "could be shared if policy.allow_sharing_changes were on" in result.pending[0].reason
+
+
+def test_on_demand_shares_an_idle_gpu_for_the_share_pods() -> None:
+    """The T4 node's two GPUs: 0.3 + 0.6 share one (the highest index, shared by the plan), w takes the other."""
+    pods = [_pod("s1", 1000, 1, 300), _pod("s2", 1000, 1, 600), _pod("w", 1000, 1, 1000)]
+    req = request_from_rows(NODES[:1], pods, policy={"time_limit_s": 2, "workers": 1, "deterministic": True})
+    result = plan(req)
+    assert verify(PlacementRequest.model_validate(req), result) == []
+    where = {a.job: a.gpus for a in result.assignments}
+    assert where == {"s1": [1], "s2": [1], "w": [0]}
+    assert [(c.node, c.gpu, c.mode, c.replicas) for c in result.sharing_changes] == [("n-t4", 1, "time-slicing", 3)]
 
 
 def test_load_request_from_files_and_missing_data(tmp_path: Path) -> None:
