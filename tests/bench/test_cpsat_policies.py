@@ -167,6 +167,21 @@ def test_batch_puts_allocated_milli_before_pod_count() -> None:
     assert batch.choose_batch(ClusterState(nodes), window) == [None, None, (0, (0, 1))]
 
 
+def test_batch_places_what_its_candidate_lists_missed_when_it_still_fits() -> None:
+    nodes = nodes_from_rows([_node("n0", 64000, 1), _node("n1", 64000, 1), _node("n2", 64000, 1)])
+    window = [_pod(2000, 1, 1000, "a"), _pod(2000, 1, 1000, "b"), _pod(2000, 1, 1000, "c")]
+    batch = CpsatBatchPolicy(window=3, top_k=1, time_limit_s=1.0)
+    batch.prepare(_ctx(nodes, window))
+    state = ClusterState(nodes)
+    batch._hint(state, window)  # binds the shadow cluster, as choose_batch does first
+    # The model kept pod a on n0 and left b and c out (say their only candidate was n0 too).
+    out = batch._fill(state, window, [(0, (0,)), None, None])
+    assert out[0] == (0, (0,)) and {out[1][0], out[2][0]} == {1, 2}  # type: ignore[index]
+    assert batch.stats.filled == 2
+    full = batch._fill(state, [*window, _pod(2000, 1, 1000, "d")], [*out, None])
+    assert full[3] is None  # nothing left for a fourth whole-GPU pod: it fails, as the protocol says
+
+
 def test_sync_state_bumps_versions_of_changed_nodes_only() -> None:
     nodes = nodes_from_rows([_node("n0", 8000, 1), _node("n1", 8000, 1)])
     state = ClusterState(nodes)
