@@ -154,3 +154,12 @@ def test_the_fourteen_maximal_geometries_of_hardware_md() -> None:
     # compute slices never exceed 7: the memory-slice rule implies the SM budget (HARDWARE.md §1.3.4)
     g = {p.name: p.compute_slices for p in geo.profiles}
     assert max(sum(g[n] for n, _ in s) for s in devices.completions(geo.model, (), tuple(g))) == 7
+
+
+def test_lookups_are_cached_and_still_accept_aliases() -> None:
+    model = catalog.lookup("H100-SXM5-80GB")
+    assert model is not None
+    assert catalog.lookup("h100-sxm5-80gb") is model
+    assert catalog.lookup("H100-SXM5-80GB-MIG-1g.10gb") is model  # GFD product suffix
+    assert catalog.mig_geometry("H100-SXM5-80GB") is model.mig
+    assert catalog.lookup("no-such-gpu") is None and catalog.mig_geometry(None) is None

@@ -380,3 +380,83 @@ def test_bench_mix_against_first_fit_templates(capsys: pytest.CaptureFixture[str
     assert bench.lower_bound(mix) == 2
     assert bench.main(["--data", "/nonexistent/placement-data"]) == 2
     assert "openb data not found" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------
+# The greedy's caches answer exactly as the node-by-node scans they replace
+
+
+def _reference_scans(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make _mig_pod use the node-by-node reference scans, and job_fits fit every job afresh."""
+
+    def best_repartition(self: devices.GreedyDevices, spec: Any, nodes: Any, free: Any,
+                         changed_only: bool) -> Any:
+        options = [o for o in self._repartition_options(spec, nodes, free) if not changed_only or o[0][1] == 0]
+        return min(options) if options else None
+
+    monkeypatch.setattr(devices.GreedyDevices, "_first_fit", devices.GreedyDevices._mig_pod_options)
+    monkeypatch.setattr(devices.GreedyDevices, "_best_repartition", best_repartition)
+    monkeypatch.setattr(devices, "job_fits", devices._job_fits)
+
+
+def _greedy_and_reasons(req: dict[str, Any]) -> tuple[Any, ...]:
+    from models import SolverStats
+    from placement.decode import decode
+
+    problem = problem_mod.build(PlacementRequest.model_validate(req))
+    base = greedy(problem)
+    out = decode(problem, base, {}, "feasible", SolverStats(status="X"))
+    tasks = tuple((t.candidates.tolist(), t.max_per_node.tolist(), t.funnel) for t in problem.tasks)
+    return (sorted(base.counts.items()), sorted(base.mig_layouts.items(), key=repr), tasks,
+            out.model_dump_json())
+
+
+def _same_as_reference(req: dict[str, Any]) -> None:
+    fast = _greedy_and_reasons(req)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _reference_scans(monkeypatch)
+        assert _greedy_and_reasons(req) == fast
+
+
+def test_cached_scans_match_the_reference_on_a_library_instance() -> None:
+    from placement.io import load_document
+
+    _same_as_reference(load_document("instances/library/mig-M.json"))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_cases())
+def test_cached_scans_match_the_reference_on_random_layouts(req: dict[str, Any]) -> None:
+    # twice the jobs, some identical but for names: the job_fits memo answers them once
+    req = {**req, "jobs": req["jobs"] + [{**copy.deepcopy(j), "name": j["name"] + "-again"} for j in req["jobs"]]}
+    _same_as_reference(req)
+
+
+def test_gpu_layout_cache_follows_changes() -> None:
+    g = devices._Gpu(0, (("3g.40gb", 0), ("3g.40gb", 4)), ())
+    assert g.layout() == (("3g.40gb", 0), ("3g.40gb", 4)) and not g.changed()
+    del g.inst[4]
+    g.inst[5], g.inst[4] = "1g.10gb", "1g.10gb"
+    g.touch()
+    assert g.layout() == (("3g.40gb", 0), ("1g.10gb", 4), ("1g.10gb", 5)) and g.changed()
+    other = g.copy()
+    other.inst[6] = "1g.10gb"
+    other.touch()
+    assert len(other.layout()) == 4 and len(g.layout()) == 3
+
+
+def test_profile_for_is_memoized_per_geometry_and_memory() -> None:
+    import dataclasses
+
+    from models import Task
+
+    geo = catalog_geo = devices.catalog.mig_geometry(H100)
+    assert geo is not None
+    small = Task(name="a", mig_profile="auto", gpu_memory_gib=5)
+    big = Task(name="b", mig_profile="auto", gpu_memory_gib=30)
+    assert devices.profile_for(small, geo).name == "1g.10gb"  # type: ignore[union-attr]
+    assert devices.profile_for(big, geo).name == "3g.40gb"  # type: ignore[union-attr]
+    # a geometry that is not the catalog's (same model name) never gets the catalog one's answer
+    trimmed = dataclasses.replace(geo, profiles=tuple(p for p in geo.profiles if p.name != "1g.10gb"))
+    assert devices.profile_for(small, trimmed).name != "1g.10gb"  # type: ignore[union-attr]
+    assert devices.profile_for(small, catalog_geo).name == "1g.10gb"  # type: ignore[union-attr]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
@@ -141,14 +141,25 @@ def mig_models() -> list[str]:
     return sorted(name for name, m in _table()[0].items() if m.mig is not None)
 
 
+#: Distinct names a process looks up are few (a cluster's models and their aliases); the bound only
+#: keeps a long-running service safe from callers that make up names.
+_LOOKUP_CACHE = 4096
+
+
+@lru_cache(maxsize=_LOOKUP_CACHE)
 def lookup(name: str) -> GpuModel | None:
-    """The model for a canonical name or alias, or None when unknown."""
+    """The model for a canonical name or alias, or None when unknown.
+
+    Cached (the catalog is static and models are frozen): the MIG greedy asked 7.2 M times per plan at
+    1,024 nodes (mig-XL), and the strip, lower case and suffix regex cost 6.6 s of an 80 s profiled plan.
+    """
     models, index = _table()
     key = name.strip().lower()
     canonical = index.get(key) or index.get(_GFD_SUFFIX.sub("", key))
     return models[canonical] if canonical else None
 
 
+@lru_cache(maxsize=_LOOKUP_CACHE)
 def mig_geometry(model_name: str | None) -> MigGeometry | None:
     """The MIG geometry of a model (any alias), or None when it has none or is unknown."""
     model = lookup(model_name) if model_name else None
