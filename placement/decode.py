@@ -26,12 +26,16 @@ def assignments(problem: Problem, placement: Placement) -> list[Assignment]:
             free_ids[n] = sorted(free_ids[n] + list(ids))
     chosen = topology.gpu_choice(problem, placement.counts, free_ids)
     order = topology.of_problem(problem).ordered
+    nodes_of: dict[int, list[int]] = {}  # task -> its nodes, in one pass (a scan per task took 0.6 s at XL)
+    for (t, n), k in placement.counts.items():
+        if k:
+            nodes_of.setdefault(t, []).append(n)
     out: list[Assignment] = []
     for j, job in enumerate(problem.jobs):
         for t in problem.job_tasks[j]:
             task = problem.tasks[t]
             pod = 0
-            for n in order(n for (tt, n), k in placement.counts.items() if tt == t and k):
+            for n in order(nodes_of.get(t, [])):
                 for gpus in chosen[t, n]:
                     out.append(Assignment(job=job.name, task=task.name, pod=pod, node=problem.nodes[n].name,
                                           gpus=gpus))
