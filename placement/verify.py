@@ -606,16 +606,9 @@ def _mig(ctx: _Context) -> list[str]:
     seen: set[tuple[str, int]] = set()
     for m in changes:
         where = f"node {m.node} GPU {m.gpu}"
-        node = ctx.nodes.get(m.node)
+        node = _changed_gpu(ctx, out, "mig", m.node, m.gpu, seen, "changed")
         if node is None:
-            out.append(f"mig: change of {where} names an unknown node")
             continue
-        if not 0 <= m.gpu < node.gpus:
-            out.append(f"mig: change of {where}: GPU index out of range 0..{node.gpus - 1}")
-            continue
-        if (m.node, m.gpu) in seen:
-            out.append(f"mig: {where} is changed twice")
-        seen.add((m.node, m.gpu))
         model = lookup(node.gpu_model) if node.gpu_model else None
         if model is None or model.mig is None:
             out.append(f"mig: {where} is re-partitioned but GPU model {node.gpu_model} has no MIG")
@@ -776,6 +769,26 @@ def _sharing(ctx: _Context) -> list[str]:
     return out
 
 
+def _changed_gpu(ctx: _Context, out: list[str], rule: str, node_name: str, gpu: int,
+                 seen: set[tuple[str, int]], verb: str) -> Node | None:
+    """The node of a GPU a plan's MIG or sharing change names, or None (the violation added to `out`)
+    when the node is unknown, the index out of range, or the GPU already changed by an earlier entry.
+    Records the GPU in `seen`."""
+    where = f"node {node_name} GPU {gpu}"
+    node = ctx.nodes.get(node_name)
+    if node is None:
+        out.append(f"{rule}: change of {where} names an unknown node")
+        return None
+    if not 0 <= gpu < node.gpus:
+        out.append(f"{rule}: change of {where}: GPU index out of range 0..{node.gpus - 1}")
+        return None
+    if (node_name, gpu) in seen:
+        out.append(f"{rule}: {where} is {verb} twice")
+        return None
+    seen.add((node_name, gpu))
+    return node
+
+
 def _sharing_changes(ctx: _Context) -> tuple[list[str], dict[tuple[str, int], SharingChange]]:
     """GPUs the plan shares: allowed and within the cap, each a healthy GPU of its node that is plain (neither
     partitioned, before or by the plan, nor shared already) and idle (no running pod holds it), with
@@ -795,15 +808,8 @@ def _sharing_changes(ctx: _Context) -> tuple[list[str], dict[tuple[str, int], Sh
     changed: dict[tuple[str, int], SharingChange] = {}
     for c in changes:
         where = f"node {c.node} GPU {c.gpu}"
-        node = ctx.nodes.get(c.node)
+        node = _changed_gpu(ctx, out, "sharing", c.node, c.gpu, set(changed), "shared")
         if node is None:
-            out.append(f"sharing: change of {where} names an unknown node")
-            continue
-        if not 0 <= c.gpu < node.gpus:
-            out.append(f"sharing: change of {where}: GPU index out of range 0..{node.gpus - 1}")
-            continue
-        if (c.node, c.gpu) in changed:
-            out.append(f"sharing: {where} is shared twice")
             continue
         changed[c.node, c.gpu] = c
         if c.gpu in node.unhealthy_gpus:

@@ -10,14 +10,13 @@ import copy
 from typing import Any
 
 import pytest
+from hints import greedy_hint_solves
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ortools.sat.python import cp_model
 from pydantic import ValidationError
 
 from models import PlacementRequest, Plan
-from placement import candidates, devices, plan
-from placement import compile as compiler
+from placement import devices, plan
 from placement import problem as problem_mod
 from placement.baseline import greedy
 from placement.verify import verify
@@ -292,17 +291,7 @@ def test_checker_catches_broken_mig_plans(mutate: Any, fragment: str | None) -> 
 
 
 def _hint_is_feasible(req: dict[str, Any]) -> bool:
-    problem = problem_mod.build(PlacementRequest.model_validate(req))
-    base = greedy(problem)
-    ctx = compiler.build(problem, candidates.select(problem, base))
-    values = ctx.assignment_of(base)
-    assert len(values) == len(ctx.model.proto.variables)  # every variable hinted
-    ctx.hint(values)
-    solver = cp_model.CpSolver()
-    solver.parameters.fix_variables_to_their_hinted_value = True
-    solver.parameters.num_workers = 1
-    solver.parameters.max_time_in_seconds = 5
-    return solver.solve(ctx.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    return greedy_hint_solves(req)[0]
 
 
 def test_greedy_hint_with_repartitions_is_a_feasible_solution() -> None:
