@@ -397,3 +397,30 @@ def test_the_peak_reserve_is_not_shared_away() -> None:
     req["cluster"]["nodes"][0]["pool"] = "od"
     p = plan(req)
     assert len(_placed(p)) == 1 and len(p.sharing_changes) == 1
+
+
+def _two_nodes(jobs: list[dict[str, Any]], running: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    req = _on(_request({}, jobs, running, gpus=8))
+    second = {**req["cluster"]["nodes"][0], "name": "n2"}
+    req["cluster"]["nodes"].append(second)
+    return req
+
+
+def test_a_lone_small_share_pod_is_placed_on_an_empty_cluster() -> None:
+    # Worth 0.05; sharing a GPU costs 0.01 and breaking a whole node 0.1 for a whole-GPU pod: the
+    # break charge for sharing stays below the pod's net value, so it steers, never blocks.
+    p = plan(_two_nodes([_job("tiny", 0.05)]))
+    assert _placed(p) == {"tiny"} and len(p.sharing_changes) == 1
+    assert p.objective.terms["fragmentation"] == pytest.approx(-0.02)  # half of 0.05 - 0.01
+    assert verify(PlacementRequest.model_validate(_two_nodes([_job("tiny", 0.05)])), p) == []
+
+
+def test_a_gpu_is_shared_on_the_node_already_in_use() -> None:
+    running = [{"job": "old", "pods": [{"task": "w", "node": "n2", "gpus": [0]}]}]
+    for order in (False, True):
+        req = _two_nodes([_job("a", 0.5)], running)
+        if order:
+            req["cluster"]["nodes"].reverse()
+        p = plan(req)
+        assert [(c.node, c.gpu) for c in p.sharing_changes] == [("n2", 7)]
+        assert p.objective.terms.get("fragmentation", 0.0) == 0.0

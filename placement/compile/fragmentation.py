@@ -1,8 +1,8 @@
 """Fragmentation: keep whole nodes whole, so the next 8-GPU gang finds room.
 
 A node whose healthy GPUs are all free costs a penalty (one GPU-equivalent times the policy
-weight, 0.1 by default) once any GPU pod lands on it, or the plan shares one of its GPUs
-(compile/sharing.py links its shared GPUs to `ctx.broken`). Partly used nodes cost nothing, so small
+weight, 0.1 by default) once any GPU pod lands on it (a GPU the plan shares there has its own, smaller charge in
+compile/sharing.py, so that a small share pod is never left waiting for it). Partly used nodes cost nothing, so small
 pods fill the holes first: the packing Volcano's binpack and FGD chase, as one soft term.
 """
 
@@ -36,8 +36,7 @@ def apply(ctx: ModelContext) -> None:
 
     def hint(ctx: ModelContext, placement: Placement, values: dict[int, int]) -> None:
         gpus = placement.usage(ctx.problem)[:, 0]
-        shared = {n for n, _ in placement.sharing_changes}  # a GPU shared breaks the node too
         for n, b in broken.items():
-            values[b.index] = int(gpus[n] > 0 or n in shared)
+            values[b.index] = int(gpus[n] > 0)
 
     ctx.on_hint(hint)

@@ -15,11 +15,12 @@ GPUs, pods that could come, and policy.max_sharing_changes allow, each with an `
 `policy.sharing_default`'s replicas, 1000 milli and the GPU's memory, all times `open`. An opened
 slot takes a plain GPU: with the ones MIG partitions at most the node's plain GPUs, with whole-GPU
 pods at most the GPUs whole after the plan (ctx.whole_after), the peak reserve sees it go
-(ctx.partitioned), and on a whole free node it breaks the node as a whole-GPU pod would
-(ctx.broken, the `fragmentation` term). Each costs `weights.sharing_change` (term
-`sharing_change`): a GPU is shared only for pods worth more, and a declared shared GPU with room,
-costing nothing, comes first. Which plain GPU a slot is, is decided after the solve: the highest
-indices MIG does not partition, so whole-GPU pods keep the low ones.
+(ctx.partitioned), and on a whole free node it breaks the node (the `fragmentation` term, at most
+half the smallest share pod's net value there, so it steers where pods go, never whether).
+Each costs `weights.sharing_change` (term `sharing_change`): a GPU is shared only for pods worth
+more, and a declared shared GPU with room, costing nothing, comes first. Which plain GPU a slot is,
+is decided after the solve: the highest indices MIG does not partition, so whole-GPU pods keep the
+low ones.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from __future__ import annotations
 from ortools.sat.python import cp_model
 
 from placement import devices
-from placement.compile import fragmentation
+from placement.compile import fragmentation, priority
 from placement.compile.context import ModelContext
 from placement.solution import Placement
 
@@ -172,21 +173,33 @@ def _takes_plain_gpus(ctx: ModelContext, n: int, opens: list[cp_model.IntVar]) -
 
 
 def _breaks_whole_nodes(ctx: ModelContext, slots: dict[int, list[cp_model.IntVar]]) -> dict[int, cp_model.IntVar]:
-    """Sharing a GPU of a whole free node breaks the node as a whole-GPU pod would (compile/fragmentation.py):
-    so GPUs are shared on nodes already in use first, and whole nodes stay for big gangs. Returns the
-    `broken` booleans this module adds (nodes no whole-GPU pod may use)."""
+    """Sharing a GPU of a whole free node breaks the node for big gangs, so GPUs are shared on nodes
+    already in use first. The charge steers *where*, never *whether*: at most half of what the smallest
+    share pod that could open the slot earns net of `sharing_change`, else a lone 0.05-GPU pod on an
+    empty cluster would wait beside idle GPUs (0.05 < 0.01 + the 0.1 a whole-GPU pod pays). Its own
+    boolean per node, under the `fragmentation` term; returns them (for the hint)."""
     problem = ctx.problem
-    weight = problem.request.policy.weights.fragmentation
+    weights = problem.request.policy.weights
+    if weights.fragmentation == 0:
+        return {}
     empty = problem.gpu_empty()
+    levels = priority.level_weights([job.priority for job in problem.jobs])
+    floor: dict[int, float] = {}  # node -> the smallest value a share pod that may go there earns
+    for t, cand in enumerate(ctx.candidates):
+        if devices.is_shared(problem.tasks[t].spec):
+            value = levels[problem.jobs[problem.tasks[t].job].priority] * devices.gpu_value(problem, t)
+            for n in cand.tolist():
+                floor[n] = min(floor.get(n, value), value)
     added: dict[int, cp_model.IntVar] = {}
     for n, opens in slots.items():
-        if not opens or not empty[n] or weight == 0:
+        if not opens or not empty[n]:
             continue
-        if n not in ctx.broken:
-            added[n] = ctx.broken[n] = ctx.model.new_bool_var(f"broken[{n}]")
-        ctx.model.add(opens[0] <= ctx.broken[n])  # slots open in order: the first is open if any is
-    if added:
-        ctx.objective.add(fragmentation.NAME, list(added.values()), [-1.0] * len(added), weight)
+        charge = min(weights.fragmentation, 0.5 * (floor.get(n, 0.0) * weights.priority - weights.sharing_change))
+        if charge <= 0:
+            continue
+        b = added[n] = ctx.model.new_bool_var(f"shared_breaks[{n}]")
+        ctx.model.add(opens[0] <= b)  # slots open in order: the first is open if any is
+        ctx.objective.add(fragmentation.NAME, [b], [-1.0], charge)
     return added
 
 
