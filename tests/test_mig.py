@@ -449,3 +449,24 @@ def test_profile_for_is_memoized_per_geometry_and_memory() -> None:
     trimmed = dataclasses.replace(geo, profiles=tuple(p for p in geo.profiles if p.name != "1g.10gb"))
     assert devices.profile_for(small, trimmed).name != "1g.10gb"  # type: ignore[union-attr]
     assert devices.profile_for(small, catalog_geo).name == "1g.10gb"  # type: ignore[union-attr]
+
+
+def test_a_lone_small_mig_pod_is_placed_on_an_empty_cluster() -> None:
+    # A 1g pod is worth 1/8 of a GPU; the re-layout costs 0.1. Breaking a whole node charges at most
+    # half of what is left (not the 0.1 a whole-GPU pod pays), so the pod runs instead of waiting.
+    req = _request([_node("n1", gpus=8), _node("n2", gpus=8)], [_job("tiny", "1g.10gb")], allow_mig_changes=True)
+    p = plan(req)
+    assert {a.job for a in p.assignments} == {"tiny"} and len(p.mig_changes) == 1
+    assert p.objective.terms["fragmentation"] == pytest.approx(-0.5 * (0.125 - 0.1), abs=1e-3)  # to SCALE
+    assert verify(PlacementRequest.model_validate(req), p) == []
+
+
+def test_a_re_partition_goes_to_the_node_already_in_use() -> None:
+    running = [{"job": "old", "pods": [{"task": "w", "node": "n2", "gpus": [0]}]}]
+    for reverse in (False, True):
+        nodes = [_node("n1", gpus=8), _node("n2", gpus=8)]
+        req = _request(nodes[::-1] if reverse else nodes, [_job("a", "3g.40gb")], running, allow_mig_changes=True)
+        p = plan(req)
+        assert [c.node for c in p.mig_changes] == ["n2"] and _slots(p)[0][0] == "n2"
+        assert p.objective.terms.get("fragmentation", 0.0) == 0.0
+        assert _hint_is_feasible(req)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from ortools.sat.python import cp_model
 
 from placement import devices
+from placement.compile import fragmentation, priority
 from placement.compile.context import ModelContext
 from placement.devices import Config, Layout
 from placement.solution import Placement
@@ -57,14 +58,16 @@ def apply(ctx: ModelContext) -> None:
     if view is None:
         return
     wants: dict[int, list[tuple[cp_model.IntVar, str]]] = {}
+    pods_on: dict[int, list[tuple[cp_model.IntVar, int, int]]] = {}  # node -> (x, upper bound, task)
     for t, cand in enumerate(ctx.candidates):
         spec = problem.tasks[t].spec
         if not devices.is_mig(spec):
             continue
-        for var, n in zip(ctx.x[t], cand.tolist(), strict=True):
+        for var, n, ub in zip(ctx.x[t], cand.tolist(), ctx.upper[t], strict=True):
             p = devices.profile_for(spec, view.geometry(n))
             assert p is not None, "candidate filtering keeps only nodes offering the profile"
             wants.setdefault(n, []).append((var, p.name))
+            pods_on.setdefault(n, []).append((var, ub, t))
     whole = {n: [(v, int(problem.tasks[t].demand[0])) for v, t, _ in pairs if problem.tasks[t].demand[0] > 0]
              for n, pairs in enumerate(ctx.node_terms())}
     nodes = set(wants)
@@ -79,6 +82,9 @@ def apply(ctx: ModelContext) -> None:
         ctx.partitioned[n] = [(v, len(c.gpus)) for c in table.classes if c.free is None
                               for v, cfg in zip(c.counts, c.configs, strict=False) if not cfg.whole]
         _whole_row(ctx, n, table, whole[n])
+    if view.changes:
+        broken = _breaks_whole_nodes(ctx, tables, pods_on)
+        ctx.on_hint(lambda c, placement, values: _hint_broken(broken, c, placement, values))
     if changed:
         ctx.objective.add(NAME, changed, [-1.0] * len(changed), problem.request.policy.weights.mig_reconfigure)
         if view.max_changes is not None:
@@ -115,6 +121,49 @@ def _node_table(ctx: ModelContext, n: int, wants: list[tuple[cp_model.IntVar, st
         ctx.model.add(cp_model.LinearExpr.sum(pods)
                       <= fixed + cp_model.LinearExpr.weighted_sum([v for v, _ in terms], [k for _, k in terms]))
     return table
+
+
+def _breaks_whole_nodes(ctx: ModelContext, tables: dict[int, NodeTable],
+                        pods_on: dict[int, list[tuple[cp_model.IntVar, int, int]]]) -> dict[int, cp_model.IntVar]:
+    """With re-partitioning on, a MIG pod or a new layout on a whole free node breaks it for big gangs: such a
+    node's GPUs are all plain or idle partitioned ones counted in whole-GPU capacity, so either takes a GPU
+    out of it. As for sharing (compile/sharing.py) the charge steers where, never whether: at most half
+    of what the smallest MIG pod that may go there earns net of `mig_reconfigure` (a 1g pod is worth
+    0.125; the full 0.1 on top of the 0.1 re-layout would leave it waiting beside idle GPUs).
+    Its own boolean per node, under the `fragmentation` term; returns them (for the hint)."""
+    problem = ctx.problem
+    weights = problem.request.policy.weights
+    if weights.fragmentation == 0:
+        return {}
+    empty = problem.gpu_empty()
+    levels = priority.level_weights([job.priority for job in problem.jobs])
+    out: dict[int, cp_model.IntVar] = {}
+    for n, table in tables.items():
+        pods = pods_on.get(n, [])
+        if not empty[n] or not pods:
+            continue
+        floor = min(levels[problem.jobs[problem.tasks[t].job].priority] * devices.gpu_value(problem, t)
+                    for _, _, t in pods)
+        charge = min(weights.fragmentation, 0.5 * (floor * weights.priority - weights.mig_reconfigure))
+        if charge <= 0:
+            continue
+        b = out[n] = ctx.model.new_bool_var(f"mig_breaks[{n}]")
+        ctx.model.add(cp_model.LinearExpr.sum([v for v, _, _ in pods]) <= sum(ub for _, ub, _ in pods) * b)
+        relayouts = [(v, len(c.gpus)) for c in table.classes for v, cfg in zip(c.counts, c.configs, strict=False)
+                     if cfg.changed and not cfg.whole]
+        if relayouts:
+            ctx.model.add(cp_model.LinearExpr.sum([v for v, _ in relayouts]) <= sum(k for _, k in relayouts) * b)
+        ctx.objective.add(fragmentation.NAME, [b], [-1.0], charge)
+    return out
+
+
+def _hint_broken(broken: dict[int, cp_model.IntVar], ctx: ModelContext, placement: Placement,
+                 values: dict[int, int]) -> None:
+    """A node's boolean is 1 iff the placement puts a MIG pod there or gives one of its GPUs a new layout."""
+    hit = {n for (t, n), k in placement.counts.items() if k and devices.is_mig(ctx.problem.tasks[t].spec)}
+    hit |= {n for (n, _), layout in placement.mig_layouts.items() if layout is not None}
+    for n, b in broken.items():
+        values[b.index] = int(n in hit)
 
 
 def _whole_row(ctx: ModelContext, n: int, table: NodeTable, pods: list[tuple[cp_model.IntVar, int]]) -> None:
