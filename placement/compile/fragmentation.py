@@ -8,8 +8,11 @@ pods fill the holes first: the packing Volcano's binpack and FGD chase, as one s
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from ortools.sat.python import cp_model
 
+from placement import devices
 from placement.compile.context import ModelContext
 from placement.solution import Placement
 
@@ -40,3 +43,17 @@ def apply(ctx: ModelContext) -> None:
             values[b.index] = int(gpus[n] > 0)
 
     ctx.on_hint(hint)
+
+
+def capped_charge(ctx: ModelContext, levels: dict[int, float], tasks: Iterable[int], change_cost: float) -> float:
+    """The charge for a whole free node broken by partial-GPU pods (shared GPUs, MIG instances) of `tasks`:
+    weights.fragmentation, but at most half of what the smallest of them earns net of `change_cost` (the
+    re-layout or sharing change it also pays), and 0 when nothing is left. A whole-GPU pod earns at least
+    1 per GPU, far above the 0.1 charge; a 0.05-GPU share pod or a 1g MIG pod (0.125) does not, and
+    without the cap it would wait beside idle GPUs: the charge must steer where such pods go, never whether.
+    `levels` is priority.level_weights of the pending jobs (computed once by the caller)."""
+    problem = ctx.problem
+    weights = problem.request.policy.weights
+    floor = min((levels[problem.jobs[problem.tasks[t].job].priority] * devices.gpu_value(problem, t)
+                 for t in tasks), default=0.0)
+    return max(0.0, min(weights.fragmentation, 0.5 * (floor * weights.priority - change_cost)))

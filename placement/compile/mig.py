@@ -142,9 +142,7 @@ def _breaks_whole_nodes(ctx: ModelContext, tables: dict[int, NodeTable],
         pods = pods_on.get(n, [])
         if not empty[n] or not pods:
             continue
-        floor = min(levels[problem.jobs[problem.tasks[t].job].priority] * devices.gpu_value(problem, t)
-                    for _, _, t in pods)
-        charge = min(weights.fragmentation, 0.5 * (floor * weights.priority - weights.mig_reconfigure))
+        charge = fragmentation.capped_charge(ctx, levels, [t for _, _, t in pods], weights.mig_reconfigure)
         if charge <= 0:
             continue
         b = out[n] = ctx.model.new_bool_var(f"mig_breaks[{n}]")

@@ -184,17 +184,16 @@ def _breaks_whole_nodes(ctx: ModelContext, slots: dict[int, list[cp_model.IntVar
         return {}
     empty = problem.gpu_empty()
     levels = priority.level_weights([job.priority for job in problem.jobs])
-    floor: dict[int, float] = {}  # node -> the smallest value a share pod that may go there earns
+    tasks_on: dict[int, list[int]] = {}  # node -> the share tasks that may open a slot there
     for t, cand in enumerate(ctx.candidates):
         if devices.is_shared(problem.tasks[t].spec):
-            value = levels[problem.jobs[problem.tasks[t].job].priority] * devices.gpu_value(problem, t)
             for n in cand.tolist():
-                floor[n] = min(floor.get(n, value), value)
+                tasks_on.setdefault(n, []).append(t)
     added: dict[int, cp_model.IntVar] = {}
     for n, opens in slots.items():
         if not opens or not empty[n]:
             continue
-        charge = min(weights.fragmentation, 0.5 * (floor.get(n, 0.0) * weights.priority - weights.sharing_change))
+        charge = fragmentation.capped_charge(ctx, levels, tasks_on.get(n, []), weights.sharing_change)
         if charge <= 0:
             continue
         b = added[n] = ctx.model.new_bool_var(f"shared_breaks[{n}]")
