@@ -82,6 +82,23 @@ class _Context:
     resolved: list[_Resolved] = field(default_factory=list)
     #: running jobs the plan preempts: their GPUs, CPU and memory are free for the plan's pods
     evicted: set[str] = field(default_factory=set)
+    #: views several rules read, each computed once per check
+    _domains: dict[str, dict[str, str]] | None = field(default=None, repr=False)
+    _job_nodes: dict[str, list[_Resolved]] | None = field(default=None, repr=False)
+
+    def domains(self) -> dict[str, dict[str, str]]:
+        """Per topology level, node -> its domain (topology_domains)."""
+        if self._domains is None:
+            self._domains = topology_domains(self.request, list(self.nodes.values()))
+        return self._domains
+
+    def job_nodes(self) -> dict[str, list[_Resolved]]:
+        """Per job, its resolved assignments."""
+        if self._job_nodes is None:
+            self._job_nodes = {}
+            for r in self.resolved:
+                self._job_nodes.setdefault(r.job.name, []).append(r)
+        return self._job_nodes
 
     @classmethod
     def build(cls, request: PlacementRequest, plan: Plan) -> _Context:
@@ -907,16 +924,8 @@ def topology_domains(request: PlacementRequest, nodes: list[Node] | None = None)
     return out
 
 
-def _job_nodes(ctx: _Context) -> dict[str, list[_Resolved]]:
-    per: dict[str, list[_Resolved]] = {}
-    for r in ctx.resolved:
-        per.setdefault(r.job.name, []).append(r)
-    return per
-
-
 def _topology_required(ctx: _Context) -> list[str]:
-    domains = topology_domains(ctx.request, list(ctx.nodes.values()))
-    per_job = _job_nodes(ctx)
+    domains, per_job = ctx.domains(), ctx.job_nodes()
     out: list[str] = []
     for job in ctx.request.jobs:
         level = job.topology.required if job.topology is not None else None
@@ -933,8 +942,7 @@ def _topology_required(ctx: _Context) -> list[str]:
 
 
 def _topology_slice(ctx: _Context) -> list[str]:
-    domains = topology_domains(ctx.request, list(ctx.nodes.values()))
-    per_job = _job_nodes(ctx)
+    domains, per_job = ctx.domains(), ctx.job_nodes()
     out: list[str] = []
     for job in ctx.request.jobs:
         spec = job.topology.slice if job.topology is not None else None
@@ -968,9 +976,8 @@ def topology_report(request: PlacementRequest, plan: Plan) -> dict[str, object]:
     """
     ctx = _Context.build(request, plan)
     nodes = list(ctx.nodes.values())
-    domains = topology_domains(request, nodes)
+    domains, per_job = ctx.domains(), ctx.job_nodes()
     levels = list(request.cluster.topology_levels)
-    per_job = _job_nodes(ctx)
     small = [rs for rs in per_job.values() if 0 < sum(len(r.a.gpus) for r in rs) <= 8]
     nvlink = domains.get("nvlink_domain", domains["node"])  # without that level: one node is the domain
     in_one = sum(1 for rs in small if len({nvlink[r.node.name] for r in rs}) == 1)

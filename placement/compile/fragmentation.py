@@ -45,7 +45,7 @@ def apply(ctx: ModelContext) -> None:
     ctx.on_hint(hint)
 
 
-def capped_charge(ctx: ModelContext, levels: dict[int, float], tasks: Iterable[int], change_cost: float) -> float:
+def _capped_charge(ctx: ModelContext, levels: dict[int, float], tasks: Iterable[int], change_cost: float) -> float:
     """The charge for a whole free node broken by partial-GPU pods (shared GPUs, MIG instances) of `tasks`:
     weights.fragmentation, but at most half of what the smallest of them earns net of `change_cost` (the
     re-layout or sharing change it also pays), and 0 when nothing is left. A whole-GPU pod earns at least
@@ -57,3 +57,16 @@ def capped_charge(ctx: ModelContext, levels: dict[int, float], tasks: Iterable[i
     floor = min((levels[problem.jobs[problem.tasks[t].job].priority] * devices.gpu_value(problem, t)
                  for t in tasks), default=0.0)
     return max(0.0, min(weights.fragmentation, 0.5 * (floor * weights.priority - change_cost)))
+
+
+def partial_break(ctx: ModelContext, n: int, levels: dict[int, float], tasks: Iterable[int],
+                  change_cost: float, kind: str) -> cp_model.IntVar | None:
+    """A boolean, charged to this term at `_capped_charge`, that the caller's rows force to 1 when its
+    partial-GPU pods of `tasks` (shared GPUs, MIG instances) break whole free node n; None when the
+    charge is 0 (nothing to steer, or the pods earn too little to pay anything)."""
+    charge = _capped_charge(ctx, levels, tasks, change_cost)
+    if charge <= 0:
+        return None
+    b = ctx.model.new_bool_var(f"{kind}_breaks[{n}]")
+    ctx.objective.add(NAME, [b], [-1.0], charge)
+    return b

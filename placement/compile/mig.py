@@ -132,9 +132,7 @@ def _breaks_whole_nodes(ctx: ModelContext, tables: dict[int, NodeTable],
     0.125; the full 0.1 on top of the 0.1 re-layout would leave it waiting beside idle GPUs).
     Its own boolean per node, under the `fragmentation` term; returns them (for the hint)."""
     problem = ctx.problem
-    weights = problem.request.policy.weights
-    if weights.fragmentation == 0:
-        return {}
+    cost = problem.request.policy.weights.mig_reconfigure
     empty = problem.gpu_empty()
     levels = priority.level_weights([job.priority for job in problem.jobs])
     out: dict[int, cp_model.IntVar] = {}
@@ -142,16 +140,15 @@ def _breaks_whole_nodes(ctx: ModelContext, tables: dict[int, NodeTable],
         pods = pods_on.get(n, [])
         if not empty[n] or not pods:
             continue
-        charge = fragmentation.capped_charge(ctx, levels, [t for _, _, t in pods], weights.mig_reconfigure)
-        if charge <= 0:
+        b = fragmentation.partial_break(ctx, n, levels, [t for _, _, t in pods], cost, "mig")
+        if b is None:
             continue
-        b = out[n] = ctx.model.new_bool_var(f"mig_breaks[{n}]")
+        out[n] = b
         ctx.model.add(cp_model.LinearExpr.sum([v for v, _, _ in pods]) <= sum(ub for _, ub, _ in pods) * b)
         relayouts = [(v, len(c.gpus)) for c in table.classes for v, cfg in zip(c.counts, c.configs, strict=False)
                      if cfg.changed and not cfg.whole]
         if relayouts:
             ctx.model.add(cp_model.LinearExpr.sum([v for v, _ in relayouts]) <= sum(k for _, k in relayouts) * b)
-        ctx.objective.add(fragmentation.NAME, [b], [-1.0], charge)
     return out
 
 

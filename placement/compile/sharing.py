@@ -179,9 +179,7 @@ def _breaks_whole_nodes(ctx: ModelContext, slots: dict[int, list[cp_model.IntVar
     empty cluster would wait beside idle GPUs (0.05 < 0.01 + the 0.1 a whole-GPU pod pays). Its own
     boolean per node, under the `fragmentation` term; returns them (for the hint)."""
     problem = ctx.problem
-    weights = problem.request.policy.weights
-    if weights.fragmentation == 0:
-        return {}
+    cost = problem.request.policy.weights.sharing_change
     empty = problem.gpu_empty()
     levels = priority.level_weights([job.priority for job in problem.jobs])
     tasks_on: dict[int, list[int]] = {}  # node -> the share tasks that may open a slot there
@@ -193,12 +191,11 @@ def _breaks_whole_nodes(ctx: ModelContext, slots: dict[int, list[cp_model.IntVar
     for n, opens in slots.items():
         if not opens or not empty[n]:
             continue
-        charge = fragmentation.capped_charge(ctx, levels, tasks_on.get(n, []), weights.sharing_change)
-        if charge <= 0:
+        b = fragmentation.partial_break(ctx, n, levels, tasks_on.get(n, []), cost, "shared")
+        if b is None:
             continue
-        b = added[n] = ctx.model.new_bool_var(f"shared_breaks[{n}]")
+        added[n] = b
         ctx.model.add(opens[0] <= b)  # slots open in order: the first is open if any is
-        ctx.objective.add(fragmentation.NAME, [b], [-1.0], charge)
     return added
 
 

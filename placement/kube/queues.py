@@ -92,12 +92,17 @@ def _gpus(view: View, key: str) -> Fraction | None:
     resources = view.sub(key)
     if not resources.has(GPU):
         return None
+    return _nonnegative(resources, GPU)
+
+
+def _nonnegative(view: View, key: str) -> Fraction:
+    """The quantity at `key`, exact; a malformed or negative one fails naming the field."""
     try:
-        value = parse_quantity(resources.value[GPU])
+        value = parse_quantity(view.value[key])
     except QuantityError as exc:
-        resources.fail(GPU, str(exc))
+        view.fail(key, str(exc))
     if value < 0:
-        resources.fail(GPU, "must not be negative")
+        view.fail(key, "must not be negative")
     return value
 
 
@@ -304,13 +309,7 @@ def _kueue_resource(obj: Obj, team: TeamSpec, flavor: str, scope: Scope | None, 
     for key, out in (("nominalQuota", "nominal"), ("borrowingLimit", "borrowing_limit"),
                      ("lendingLimit", "lending_limit")):
         if r.has(key):
-            try:
-                q = parse_quantity(r.value[key])
-            except QuantityError as exc:
-                r.fail(key, str(exc))
-            if q < 0:
-                r.fail(key, "must not be negative")
-            values[out] = _whole(r, key, q)
+            values[out] = _whole(r, key, _nonnegative(r, key))
     if "nominal" not in values:
         r.fail("nominalQuota", "required")
     if cohort is None:

@@ -131,6 +131,18 @@ class Chunk:
 # Opening files
 
 
+def _batches(f: IO[str], rows: int, after: int) -> Iterator[tuple[int, list[str]]]:
+    """The file's remaining lines `rows` at a time, each with its first line's number (lines read
+    before: `after`), so memory stays bounded by the chunk and errors can name the line. The generator
+    keeps no reference to a yielded batch, so a caller can free the raw lines once parsed."""
+    line_no = after
+    batch = [list(islice(f, rows))]
+    while batch[0]:
+        first, line_no = line_no + 1, line_no + len(batch[0])
+        yield first, batch.pop()
+        batch.append(list(islice(f, rows)))
+
+
 def _open(path: Path) -> IO[str]:
     if path.suffix == ".gz":
         return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
@@ -255,13 +267,7 @@ class CsvReader(Reader):
             header = next(csv.reader([header_line]))
             cols = self._columns(header)
             width = len(header)
-            line_no = 1
-            while True:
-                lines = list(islice(f, self.chunk_rows))
-                if not lines:
-                    return
-                first = line_no + 1
-                line_no += len(lines)
+            for first, lines in _batches(f, self.chunk_rows, after=1):
                 fields, kept, text = _split(lines, width, self.path, first)
                 count = len(lines)
                 del lines
@@ -457,13 +463,7 @@ class PromReader(Reader):
 
     def chunks(self) -> Iterator[Chunk]:
         with _open(self.path) as f:
-            line_no = 0
-            while True:
-                lines = list(islice(f, self.chunk_rows))
-                if not lines:
-                    return
-                first = line_no + 1
-                line_no += len(lines)
+            for first, lines in _batches(f, self.chunk_rows, after=0):
                 chunk = self._parse(lines, first)
                 self.chunks_read += 1
                 self.rows_read += len(chunk)
