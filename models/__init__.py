@@ -3,8 +3,8 @@
 Imports nothing of ours, so any face (CLI, HTTP, a caller's own code) can depend on it alone.
 """
 
-from models.errors import ErrorList, format_errors, reject
-from models.plan import (
+from placement_models.errors import ErrorList, format_errors, reject
+from placement_models.plan import (
     Assignment,
     CostSummary,
     JobCost,
@@ -20,7 +20,7 @@ from models.plan import (
     SolverStats,
     TeamReport,
 )
-from models.request import (
+from placement_models.request import (
     API_VERSION,
     Cluster,
     FlavorQuota,

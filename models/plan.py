@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from placement_models.request import MigInstance, MigSlot
 from pydantic import BaseModel, ConfigDict, Field
-
-from models.request import MigInstance, MigSlot
 
 PlanStatus = Literal["optimal", "feasible", "infeasible", "no_solution_in_time", "invalid"]
 

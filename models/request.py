@@ -11,9 +11,8 @@ from datetime import datetime, timezone
 from functools import cached_property
 from typing import Literal
 
+from placement_models.errors import ErrorList
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
-from models.errors import ErrorList
 
 API_VERSION = "placement/v1"
 

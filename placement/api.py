@@ -12,7 +12,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from models import PlacementRequest, Plan, PlanStatus, Policy, SolverStats
+from placement_models import PlacementRequest, Plan, PlanStatus, Policy, SolverStats
+
 from placement import candidates, lns, pricing, solve
 from placement import compile as compiler
 from placement.baseline import greedy

@@ -10,9 +10,9 @@ import zlib
 from typing import Any
 
 import yaml
+from placement_models import Plan, format_errors
 from pydantic import ValidationError
 
-from models import Plan, format_errors
 from placement.io import emit
 
 
@@ -181,7 +181,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     try:
-        from service.server import run
+        from placement_service.server import run
     except ImportError as exc:
         return _fail(f"the service needs its extras: pip install 'placement[service]' ({exc})")
     run(host=args.host, port=args.port, workers=args.workers)

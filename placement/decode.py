@@ -9,7 +9,8 @@ lowest free indices when the node's graph is not described).
 
 from __future__ import annotations
 
-from models import Assignment, Objective, Pending, Plan, PlanStatus, Preemption, SolverStats
+from placement_models import Assignment, Objective, Pending, Plan, PlanStatus, Preemption, SolverStats
+
 from placement import devices, pricing, provision, topology
 from placement.compile import cost
 from placement.compile import topology as topology_terms

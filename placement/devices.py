@@ -33,8 +33,7 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 import numpy as np
-
-from models import (
+from placement_models import (
     Assignment,
     ErrorList,
     GpuSharing,
@@ -46,6 +45,7 @@ from models import (
     SharingChange,
     Task,
 )
+
 from placement import catalog
 from placement.catalog import MigGeometry, MigProfile
 

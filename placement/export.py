@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from models import PlacementRequest
+from placement_models import PlacementRequest
+
 from placement import candidates, pricing
 from placement import compile as compiler
 from placement import problem as problem_mod

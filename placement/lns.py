@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from ortools.sat.python import cp_model
+from placement_models import Policy
 
-from models import Policy
 from placement.compile.context import ModelContext
 from placement.solution import Placement
 

@@ -29,8 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
-from models import CostSummary, Job, JobCost, Node, PlacementRequest, Pool
+from placement_models import CostSummary, Job, JobCost, Node, PlacementRequest, Pool
 
 #: Hours of work redone after a reclaim beyond the lost checkpoint interval (reschedule, reload).
 RESTART_H = 0.1

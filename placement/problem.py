@@ -11,8 +11,8 @@ import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+from placement_models import ErrorList, Job, Node, PlacementRequest, RunningJob, Task
 
-from models import ErrorList, Job, Node, PlacementRequest, RunningJob, Task
 from placement import catalog, devices, pricing, provision, topology
 from placement.devices import DeviceView
 from placement.teams import TeamIndex, build_index

@@ -10,7 +10,7 @@ identifies an added node.
 
 from __future__ import annotations
 
-from models import Node, PlacementRequest, Provisioned
+from placement_models import Node, PlacementRequest, Provisioned
 
 
 def added_nodes(request: PlacementRequest) -> tuple[Node, ...]:

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
+from placement_models import Policy
 
-from models import Policy
 from placement.compile.context import SCALE, ModelContext
 
 #: Above this many variables, probing in presolve costs more than it finds (CPSAT.md lesson 2).

@@ -33,8 +33,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 import numpy as np
+from placement_models import PlacementRequest, Team, TeamReport
 
-from models import PlacementRequest, Team, TeamReport
 from placement import catalog
 
 if TYPE_CHECKING:  # the problem view imports this module; these are for annotations only

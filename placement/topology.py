@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 
 import networkx as nx
 import numpy as np
+from placement_models import ErrorList, Node, PlacementRequest
 
-from models import ErrorList, Node, PlacementRequest
 from placement import provision
 
 if TYPE_CHECKING:  # the problem view sits above this module; only its type is needed here

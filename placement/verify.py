@@ -17,7 +17,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from models import API_VERSION, Assignment, Job, Node, PlacementRequest, Plan, RunningJob, SharingChange, Task
+from placement_models import API_VERSION, Assignment, Job, Node, PlacementRequest, Plan, RunningJob, SharingChange, Task
+
 from placement.catalog import MigGeometry, lookup
 
 #: Tolerance for float resources: request values are decimal, sums of them are not exact.

@@ -37,10 +37,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from placement_models import NodeTemplate, PlacementRequest, Plan, format_errors
+from placement_models.request import Strict
 from pydantic import Field, ValidationError, model_validator
-
-from models import NodeTemplate, PlacementRequest, Plan, format_errors
-from models.request import Strict
 
 
 class ScenarioError(ValueError):

@@ -3,8 +3,8 @@
 `create_app(settings)` builds the app; `run(host, port, workers)` serves it under uvicorn.
 """
 
-from service.app import create_app
-from service.server import run
-from service.settings import Settings
+from placement_service.app import create_app
+from placement_service.server import run
+from placement_service.settings import Settings
 
 __all__ = ["Settings", "create_app", "run"]

@@ -33,6 +33,11 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from placement_models import PlacementRequest, Plan
+from placement_service import bodies
+from placement_service.metrics import Metrics
+from placement_service.pool import PoolFull, SolvePool
+from placement_service.settings import Settings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.json_schema import models_json_schema
 from starlette.concurrency import run_in_threadpool
@@ -40,14 +45,9 @@ from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from models import PlacementRequest, Plan
 from placement import api as placement_api
 from placement import whatif
 from placement.verify import verify as verify_plan
-from service import bodies
-from service.metrics import Metrics
-from service.pool import PoolFull, SolvePool
-from service.settings import Settings
 
 log = logging.getLogger("placement.service")
 

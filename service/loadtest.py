@@ -1,8 +1,8 @@
 """A bounded load test on loopback: many small planning calls at once, as a busy scheduler would make.
 
-    python -m service.loadtest [--requests 200] [--concurrency 50] [--max-queue N] [--json]
+    python -m placement_service.loadtest [--requests 200] [--concurrency 50] [--max-queue N] [--json]
 
-It starts its own server (`python -m service` on 127.0.0.1, a free port) so the numbers include
+It starts its own server (`python -m placement_service` on 127.0.0.1, a free port) so the numbers include
 real sockets and uvicorn, fires the requests from one asyncio client, and reports latency
 percentiles, the share of 503s (load shed by design), any other 5xx (there should be none), and
 the server's resident memory before and after. Every 200 is checked with `placement.verify`
@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from placement_models import Plan
 
-from models import Plan
 from placement import parse, verify
 
 MAX_REQUESTS = 1000
@@ -115,7 +115,7 @@ def run(requests: int, concurrency: int, max_queue: int | None, seed: int = 0) -
     if max_queue is not None:
         env["PLACEMENT_MAX_QUEUE"] = str(max_queue)
     env.pop("PLACEMENT_API_TOKEN", None)
-    proc = subprocess.Popen([sys.executable, "-m", "service", "--host", "127.0.0.1", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "placement_service", "--host", "127.0.0.1", "--port", str(port)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -177,7 +177,7 @@ def run(requests: int, concurrency: int, max_queue: int | None, seed: int = 0) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m service.loadtest", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m placement_service.loadtest", description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=200, help=f"total requests (at most {MAX_REQUESTS})")
     parser.add_argument("--concurrency", type=int, default=50, help=f"in flight at once (at most {MAX_CONCURRENCY})")
     parser.add_argument("--max-queue", type=int, default=None, help="server queue size (default: its setting)")

@@ -8,9 +8,8 @@ series; the scraper sees them per pod/process, which is what a per-replica dashb
 
 from __future__ import annotations
 
+from placement_models import Plan
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-
-from models import Plan
 
 #: Solve times span milliseconds (tiny clusters) to the configured maximum (minutes at most).
 SOLVE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from service.metrics import Metrics
+from placement_service.metrics import Metrics
 
 T = TypeVar("T")
 

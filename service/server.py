@@ -1,6 +1,6 @@
 """Start the service under uvicorn: the function `placement serve` calls.
 
-The app is built by the factory `service.app:create_app` inside each worker process, so settings
+The app is built by the factory `placement_service.app:create_app` inside each worker process, so settings
 come from the environment (PLACEMENT_*) in every worker; `host` and `port` given here override
 them. Each worker has its own solver pool and metrics: size `--workers` times
 `PLACEMENT_MAX_CONCURRENT_SOLVES` to the cores, not each alone.
@@ -13,9 +13,8 @@ import logging
 from typing import Any
 
 import uvicorn
+from placement_service.settings import Settings
 from uvicorn.config import LOGGING_CONFIG
-
-from service.settings import Settings
 
 
 def _log_config() -> dict[str, Any]:
@@ -37,7 +36,7 @@ def run(host: str | None = None, port: int | None = None, workers: int = 1) -> N
         logging.getLogger("placement.service").warning(
             "serving on %s without PLACEMENT_API_TOKEN: anyone who can reach the port can submit solves", host)
     uvicorn.run(
-        "service.app:create_app", factory=True, host=host, port=port, workers=workers,
+        "placement_service.app:create_app", factory=True, host=host, port=port, workers=workers,
         log_config=_log_config(), access_log=False, server_header=False, proxy_headers=False,
         timeout_graceful_shutdown=int(settings.max_time_limit_s + settings.deadline_margin_s) + 1,
     )

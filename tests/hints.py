@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from ortools.sat.python import cp_model
+from placement_models import PlacementRequest
 
-from models import PlacementRequest
 from placement import candidates
 from placement import compile as compiler
 from placement import problem as problem_mod

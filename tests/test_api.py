@@ -14,9 +14,9 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from placement_models import PlacementRequest, Plan, PlanStatus
 
 import placement
-from models import PlacementRequest, Plan, PlanStatus
 from placement.generate import generate
 
 H100 = "H100-SXM5-80GB"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from models import PlacementRequest
+from placement_models import PlacementRequest
+
 from placement.baseline import greedy, job_order
 from placement.problem import Problem, build
 from placement.solution import Placement

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from placement_models import PlacementRequest, Plan
 
-from models import PlacementRequest, Plan
 from placement import cli
 from placement.cli import main
 from placement.verify import verify

@@ -11,8 +11,8 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from placement_models import PlacementRequest, Plan, SolverStats
 
-from models import PlacementRequest, Plan, SolverStats
 from placement import candidates, devices, plan, pricing, verify
 from placement import compile as compiler
 from placement.baseline import greedy

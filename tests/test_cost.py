@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from placement_models import PlacementRequest, Plan
 from pydantic import ValidationError
 
-from models import PlacementRequest, Plan
 from placement import plan, pricing
 from placement.verify import verify
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from placement_models import Plan
 
-from models import Plan
 from placement.api import plan as solve
 from placement.compile.fairness import fill, segments
 

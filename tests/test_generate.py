@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from placement_models.request import PlacementRequest
 
-from models.request import PlacementRequest
 from placement.generate import ITP_NUM_GPU_COUNTS, generate
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "instances" / "example.json"

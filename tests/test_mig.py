@@ -13,9 +13,9 @@ import pytest
 from hints import greedy_hint_solves
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from placement_models import PlacementRequest, Plan
 from pydantic import ValidationError
 
-from models import PlacementRequest, Plan
 from placement import devices, plan
 from placement import problem as problem_mod
 from placement.baseline import greedy
@@ -389,7 +389,8 @@ def _reference_scans(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _greedy_and_reasons(req: dict[str, Any]) -> tuple[Any, ...]:
-    from models import SolverStats
+    from placement_models import SolverStats
+
     from placement.decode import decode
 
     problem = problem_mod.build(PlacementRequest.model_validate(req))
@@ -437,7 +438,7 @@ def test_gpu_layout_cache_follows_changes() -> None:
 def test_profile_for_is_memoized_per_geometry_and_memory() -> None:
     import dataclasses
 
-    from models import Task
+    from placement_models import Task
 
     geo = catalog_geo = devices.catalog.mig_geometry(H100)
     assert geo is not None

@@ -7,9 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from placement_models import Job, PlacementRequest, format_errors
 from pydantic import ValidationError
-
-from models import Job, PlacementRequest, format_errors
 
 H100 = "H100-SXM5-80GB"
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from placement_models import PlacementRequest, Plan
 
-from models import PlacementRequest, Plan
 from placement.api import plan as solve
 from placement.verify import verify
 

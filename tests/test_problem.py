@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from placement_models import PlacementRequest
 from pydantic import ValidationError
 
-from models import PlacementRequest
 from placement import catalog
 from placement.problem import Problem, build, cpu_units, mem_units
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from models import PlacementRequest, Plan
+from placement_models import PlacementRequest, Plan
+
 from placement.api import plan as solve
 from placement.baseline import greedy
 from placement.problem import build

@@ -9,9 +9,9 @@ import pytest
 from hints import greedy_hint_solves
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from placement_models import PlacementRequest, Plan
 from pydantic import ValidationError
 
-from models import PlacementRequest, Plan
 from placement import plan
 from placement import problem as problem_mod
 from placement.baseline import greedy

@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from placement_models import PlacementRequest
 from pydantic import ValidationError
 
 import placement
-from models import PlacementRequest
 from placement.problem import build
 from placement.teams import (
     UNLIMITED,

@@ -13,8 +13,8 @@ import networkx as nx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from placement_models import PlacementRequest
 
-from models import PlacementRequest
 from placement import topology
 from placement.topology import (
     CLIQUE_LABEL,

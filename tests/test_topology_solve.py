@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from placement_models import PlacementRequest, Plan
 from pydantic import ValidationError
 
 import placement
-from models import PlacementRequest, Plan
 from placement import candidates
 from placement import problem as problem_mod
 from placement.baseline import greedy

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from placement_models import Node, PlacementRequest, Plan
 
-from models import Node, PlacementRequest, Plan
 from placement.verify import RULES, PlanViolation, check, effective_labels, verify
 
 H100 = "H100-SXM5-80GB"
@@ -246,5 +246,5 @@ def test_verify_imports_only_the_wire_format_and_catalog() -> None:
     tree = ast.parse(Path(verify_module.__file__).read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    ours = {m for m in imported if m.split(".")[0] in ("placement", "models", "ortools")}
-    assert ours == {"models", "placement.catalog"}
+    ours = {m for m in imported if m.split(".")[0] in ("placement", "placement_models", "ortools")}
+    assert ours == {"placement_models", "placement.catalog"}

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from placement_models import PlacementRequest
 
-from models import PlacementRequest
 from placement import plan
 from placement.cli import main as cli_main
 from placement.whatif import Scenario, ScenarioError, apply, diff, fairness, load_scenarios, summarise, what_if

@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from placement_models import PlacementRequest
 
-from models import PlacementRequest
 from placement import pricing
 from placement import problem as problem_mod
 from placement.api import plan

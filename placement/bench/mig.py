@@ -94,7 +94,8 @@ def request(profiles: list[str], time_limit_s: float, nodes: int | None = None) 
 
 
 def ours(profiles: list[str], time_limit_s: float) -> dict[str, Any]:
-    from models import PlacementRequest
+    from placement_models import PlacementRequest
+
     from placement import plan
     from placement import problem as problem_mod
     from placement.baseline import greedy

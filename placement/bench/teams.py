@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from placement_models import PlacementRequest
 
-from models import PlacementRequest
 from placement.api import plan as solve
 from placement.baseline import greedy
 from placement.problem import Problem, build

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from placement_models import PlacementRequest, SolverStats
 
-from models import PlacementRequest, SolverStats
 from placement import problem as problem_mod
 from placement.api import plan
 from placement.baseline import greedy

@@ -35,8 +35,8 @@ import math
 from collections import defaultdict
 
 from ortools.sat.python import cp_model
+from placement_models import Assignment
 
-from models import Assignment
 from placement import topology
 from placement.compile.context import ModelContext
 from placement.problem import Problem

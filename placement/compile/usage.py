@@ -31,8 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
+from placement_models import Job, PlacementRequest, Plan, RightSized, Task
 
-from models import Job, PlacementRequest, Plan, RightSized, Task
 from placement import catalog, devices
 from placement import problem as problem_mod
 from placement.compile.context import ModelContext

@@ -126,7 +126,8 @@ def _is_kube(path: str) -> bool:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from models import PlacementRequest, Plan, format_errors
+    from placement_models import PlacementRequest, Plan, format_errors
+
     from placement.io import load_document
 
     try:

@@ -22,7 +22,8 @@ from collections import Counter
 from fractions import Fraction
 from typing import Any
 
-from models import Assignment, PlacementRequest, Plan
+from placement_models import Assignment, PlacementRequest, Plan
+
 from placement.kube.importer import JobOrigin, Origins, TaskOrigin
 from placement.kube.nodes import HOSTNAME
 from placement.kube.quantity import GIB, format_quantity

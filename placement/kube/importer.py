@@ -28,9 +28,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from placement_models import PlacementRequest, format_errors
 from pydantic import ValidationError
 
-from models import PlacementRequest, format_errors
 from placement.catalog import normalize_profile
 from placement.kube import jobs as J
 from placement.kube.jobs import Draft, Gang, PodInfo

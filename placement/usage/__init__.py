@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from placement_models import format_errors
 from pydantic import ValidationError
-
-from models import format_errors
 
 EXIT_BAD_INPUT = 2
 
@@ -84,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _load_request(path: str) -> tuple[Any, Any]:
     """(plain data, validated request)."""
-    from models import PlacementRequest
+    from placement_models import PlacementRequest
+
     from placement.io import load_document
 
     if not Path(path).is_file():

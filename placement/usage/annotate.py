@@ -19,7 +19,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from models import PlacementRequest
+from placement_models import PlacementRequest
+
 from placement.usage.report import Analysis
 
 MIB = 1 / 1024.0

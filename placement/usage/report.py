@@ -21,8 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+from placement_models import PlacementRequest
 
-from models import PlacementRequest
 from placement import catalog
 from placement.compile.usage import unused_fraction
 from placement.usage.metrics import Device, Stats, Usage

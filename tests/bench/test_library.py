@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from placement_models import PlacementRequest
 
-from models import PlacementRequest
 from placement.api import plan
 from placement.bench import instances, library
 from placement.verify import verify

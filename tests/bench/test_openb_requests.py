@@ -6,9 +6,9 @@ import csv
 from pathlib import Path
 
 import pytest
+from placement_models import PlacementRequest
 from pydantic import ValidationError
 
-from models import PlacementRequest
 from placement.api import plan
 from placement.bench import openb
 from placement.bench.openb_requests import (

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 from kube_helpers import BLOCK, FIXTURES, RACK
+from placement_models import PlacementRequest, Plan
 
-from models import PlacementRequest, Plan
 from placement.cli import main
 
 LABELS = ["--rack-label", RACK, "--block-label", BLOCK]

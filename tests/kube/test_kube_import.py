@@ -10,8 +10,8 @@ from collections import Counter
 
 import pytest
 from kube_helpers import BLOCK, H100_NODES, RACK, docs, find, load, reimport
+from placement_models import PlacementRequest
 
-from models import PlacementRequest
 from placement import catalog, devices
 
 

@@ -12,8 +12,8 @@ from collections import Counter
 from typing import Any
 
 from kube_helpers import BLOCK, H100_NODES, docs, find, h100_node, load, reimport
+from placement_models import Plan
 
-from models import Plan
 from placement import plan, verify
 from placement.kube import export
 

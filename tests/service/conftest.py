@@ -19,10 +19,11 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
-from models import Plan
+from placement_models import Plan
+from placement_service.app import create_app
+from placement_service.settings import Settings
+
 from placement.api import plan as real_plan
-from service.app import create_app
-from service.settings import Settings
 
 H100 = "H100-SXM5-80GB"
 

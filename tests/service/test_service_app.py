@@ -14,10 +14,10 @@ import yaml
 from conftest import H100, node, slow_planner, small_request
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from placement_models import Plan
+from placement_service.settings import Settings
 
-from models import Plan
 from placement import parse, verify
-from service.settings import Settings
 
 Build = Callable[..., tuple[FastAPI, TestClient]]
 

@@ -13,11 +13,11 @@ from typing import Any
 from conftest import settings, slow_planner, small_request
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from placement_models import PlacementRequest, Plan
+from placement_service.app import create_app
 
-from models import PlacementRequest, Plan
 from placement import parse, verify
 from placement.api import plan as real_plan
-from service.app import create_app
 
 Build = Callable[..., tuple[FastAPI, TestClient]]
 

@@ -8,10 +8,10 @@ import time
 
 import httpx
 from conftest import settings, slow_planner, small_request
+from placement_models import Plan
+from placement_service.app import create_app
 
-from models import Plan
 from placement import parse, verify
-from service.app import create_app
 
 
 def test_burst_beyond_pool_and_queue() -> None:

@@ -16,9 +16,8 @@ schemathesis = pytest.importorskip("schemathesis")
 from conftest import settings  # noqa: E402
 from hypothesis import HealthCheck  # noqa: E402
 from hypothesis import settings as hypothesis_settings  # noqa: E402
+from placement_service.app import create_app  # noqa: E402
 from schemathesis.checks import positive_data_acceptance  # noqa: E402
-
-from service.app import create_app  # noqa: E402
 
 APP = create_app(settings(max_time_limit_s=0.3, max_nodes=20, max_jobs=20, max_body_bytes=64 * 1024,
                           api_token="fuzz"))

@@ -18,11 +18,11 @@ import pytest
 import uvicorn
 import yaml
 from conftest import settings, small_request
+from placement_models import Plan
+from placement_service.app import create_app
 
-from models import Plan
 from placement import parse, verify
 from placement.api import plan as real_plan
-from service.app import create_app
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,11 +49,11 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes] | None = None, timeout
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    """`python -m service` in a subprocess, configured only through PLACEMENT_* variables."""
+    """`python -m placement_service` in a subprocess, configured only through PLACEMENT_* variables."""
     port = _free_port()
     env = {**os.environ, "PLACEMENT_MAX_TIME_LIMIT_S": "2", "PLACEMENT_MAX_CONCURRENT_SOLVES": "1",
            "PLACEMENT_MAX_QUEUE": "2", "PLACEMENT_API_TOKEN": "tok", "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "service", "--port", str(port)], cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "placement_service", "--port", str(port)], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -16,8 +16,8 @@ import yaml
 from conftest import H100
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from placement_models import Plan
 
-from models import Plan
 from placement import parse, verify
 from placement.whatif import Scenario, apply
 

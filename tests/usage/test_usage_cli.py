@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from placement_models import PlacementRequest
 from test_usage_report import cluster_metrics, cluster_request
 
-from models import PlacementRequest
 from placement.cli import main
 
 

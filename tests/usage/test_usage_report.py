@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from placement_models import PlacementRequest
 from usage_synth import gpu_rows, interleave, node, request, write_csv
 
-from models import PlacementRequest
 from placement import plan
 from placement.usage import report
 from placement.usage.annotate import annotate, idle_free_cards, observations, reclaimed

@@ -6,10 +6,10 @@ import copy
 from typing import Any
 
 import pytest
+from placement_models import MigSlot, PlacementRequest, Plan
 from pydantic import ValidationError
 from usage_synth import node, request
 
-from models import MigSlot, PlacementRequest, Plan
 from placement import plan
 from placement.baseline import greedy
 from placement.compile import usage
