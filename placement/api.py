@@ -1,8 +1,14 @@
 """The library's door: `plan(request) -> Plan`, verified before it leaves.
 
-The pipeline of DESIGN.md §1: validate → index → greedy (the floor, ready in milliseconds) →
-compile → CP-SAT with the greedy plan as complete hint → keep the better of the two, scored by
-the same named terms → decode → independent verification.
+The pipeline, one stage per layer, each stage a module or package of its own:
+
+    validate (placement_models) → index the request, with the usage stage's right-size offers
+    (placement.rightsize → placement.problem) → greedy (placement.baseline, the floor, ready in
+    milliseconds) → compile (placement.candidates, placement.compile) → search from the greedy
+    plan (placement.search) → decode and explain (placement.decode, placement.explain) →
+    independent verification (placement.verify).
+
+docs/architecture.md draws the layers and says where each rule lives and where it is checked.
 """
 
 from __future__ import annotations
@@ -12,23 +18,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from placement_models import PlacementRequest, Plan, PlanStatus, Policy, SolverStats
+from placement_models import PlacementRequest, Plan
 
-from placement import candidates, lns, pricing, solve
+from placement import candidates, pricing, rightsize, search
 from placement import compile as compiler
 from placement.baseline import greedy
-from placement.compile import preemption, usage
 from placement.decode import decode
-from placement.solution import Placement
 from placement.verify import check
-
-_STATUS: dict[str, PlanStatus] = {
-    "OPTIMAL": "optimal",
-    "FEASIBLE": "feasible",
-    "INFEASIBLE": "infeasible",
-    "MODEL_INVALID": "invalid",
-    "UNKNOWN": "no_solution_in_time",
-}
 
 
 def parse(request: PlacementRequest | dict[str, Any]) -> PlacementRequest:
@@ -44,97 +40,13 @@ def plan(request: PlacementRequest | dict[str, Any], *, log: Callable[[str], Non
     far, the greedy one at worst, is returned).
     """
     req = parse(request)
-    policy = req.policy
     start = time.perf_counter()
-    problem = usage.build_problem(req)  # with right-size offers (compile/usage.py)
+    problem = rightsize.build_problem(req)  # the usage stage: right-size offers beside declared tasks
     baseline = greedy(problem, pricing.held_back(req, problem.nodes, problem.free))  # reserve honoured
-    baseline = usage.trim(problem, baseline)  # one choice per right-sized pod
     first_plan_s = time.perf_counter() - start
 
     ctx = compiler.build(problem, candidates.select(problem, baseline))
-    baseline_values = ctx.assignment_of(baseline)
-    baseline_score = sum(ctx.objective.values(lambda v: baseline_values[v.index]).values())
-    greedy_score = baseline_score  # reported as baseline_objective
-    # The greedy never preempts; when preemption is on, extend it with justified evictions (issue 5).
-    warm = preemption.warm_start(ctx, baseline, preemption.WARM_SHARE * policy.time_limit_s)
-    if warm is not None:
-        baseline, baseline_values, baseline_score = warm
-    ctx.hint(baseline_values)
-    build_s = time.perf_counter() - start
-
-    result, chosen, winner, search = _search(ctx, policy, baseline, baseline_score, start, log=log, stop=stop)
-    values = ctx.assignment_of(chosen)
-    terms = ctx.objective.values(lambda v: values[v.index])
-    score = sum(terms.values())
-    gap = None
-    if result.bound is not None:
-        gap = max(0.0, result.bound - score) / max(1.0, abs(result.bound))
-    status = _STATUS.get(result.status, "feasible" if result.status == "LNS" else "no_solution_in_time")
-    if status == "feasible" and gap is not None and gap <= 1e-9:
-        status = "optimal"
-    restricted = any(c.size < t.candidates.size for c, t in zip(ctx.candidates, problem.tasks, strict=True))
-    if restricted and status == "optimal":
-        status = "feasible"  # optimal among the kept candidate nodes only (placement/candidates.py)
-    stats = SolverStats(
-        status=result.status, objective=round(score, 6),
-        bound=None if result.bound is None else round(result.bound, 6),
-        gap=None if gap is None else round(gap, 6), wall_s=round(time.perf_counter() - start, 4),
-        build_s=round(build_s, 4), first_plan_s=round(first_plan_s, 4),
-        variables=len(ctx.model.proto.variables), constraints=len(ctx.model.proto.constraints),
-        workers=policy.workers, seed=policy.seed, mode=result.mode, winner=winner,
-        baseline_objective=round(greedy_score, 6), search=search, restricted=restricted,
-    )
-    out = usage.fold(problem, decode(problem, chosen, terms, status, stats))  # in the request's own names
+    found = search.run(ctx, baseline, start, first_plan_s, log=log, stop=stop)
+    out = decode(problem, found.placement, found.terms, found.status, found.stats)  # in the request's own names
     check(req, out)
     return out
-
-
-def _search(ctx: compiler.ModelContext, policy: Policy, baseline: Placement, baseline_score: float, start: float,
-            *, log: Callable[[str], None] | None, stop: threading.Event | None
-            ) -> tuple[solve.SolveResult, Placement, str, str]:
-    """One whole model where it fits a cycle, windows (LNS) where it does not, and windows again
-    when a mid-sized model's presolve eats its share of the budget without a solution.
-
-    Deterministic mode splits CP-SAT's deterministic time the same way, never the wall clock.
-    """
-    n_vars = len(ctx.model.proto.variables)
-    mode = "deterministic" if policy.deterministic else "wall-clock"
-
-    # decode, pending reasons and verify run after the search and count against the limit too
-    # (measured at 1,024 nodes / 3,072 jobs with MIG or teams: 1.2 s after a search that ends on time)
-    reserve = min(0.25 * policy.time_limit_s, 0.05 + 3.5e-4 * len(ctx.problem.jobs) + 1.5e-4 * ctx.problem.n_nodes)
-
-    def remaining(share: float) -> float:
-        return policy.time_limit_s * share if policy.deterministic else policy.time_limit_s - reserve - (
-            time.perf_counter() - start)
-
-    def windows(share: float) -> tuple[solve.SolveResult, Placement, str]:
-        found = lns.improve(ctx, baseline, policy, remaining(share), lambda v: _placement_from(ctx, v),
-                            stop=stop, log=log)
-        result = solve.SolveResult("LNS", None, found.score, None, found.wall_s, mode)
-        return result, found.placement, "solver" if found.improved else "baseline"
-
-    if n_vars > lns.LNS_ABOVE:
-        return (*windows(1.0), "windows")
-    share = 1.0 if n_vars <= lns.WHOLE_MODEL_SURE else lns.WHOLE_MODEL_SHARE
-    result = solve.run(ctx, policy, remaining(share), share=share, log=log, stop=stop)
-    if result.values is None:
-        if share < 1.0 and not (stop is not None and stop.is_set()):
-            return (*windows(1.0 - share), "model+windows")
-        return result, baseline, "baseline", "model"
-    solved = _placement_from(ctx, result.values)
-    solved_values = ctx.assignment_of(solved)
-    solved_score = sum(ctx.objective.values(lambda v: solved_values[v.index]).values())
-    if solved_score >= baseline_score - 1e-9:
-        return result, solved, "solver", "model"
-    return result, baseline, "baseline", "model"
-
-
-def _placement_from(ctx: compiler.ModelContext, values: dict[int, int]) -> Placement:
-    placement = Placement()
-    for t, cand in enumerate(ctx.candidates):
-        for var, n in zip(ctx.x[t], cand.tolist(), strict=True):
-            placement.add(t, n, values.get(var.index, 0))
-    placement.evicted = {r for r, var in ctx.evicted.items() if values.get(var.index, 0)}
-    ctx.read_extras(values, placement)  # MIG layouts, shared-GPU picks
-    return placement

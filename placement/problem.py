@@ -108,11 +108,11 @@ class Problem:
     tasks: tuple[TaskInfo, ...]
     job_tasks: tuple[tuple[int, ...], ...]
     extras: dict[str, object] = field(default_factory=dict)
-    # --- teams (issue 5) ---
+    # --- teams ---
     running: tuple[RunningInfo, ...] = ()
     teams: TeamIndex | None = None
     job_team: tuple[int, ...] = ()  # team index per pending job, -1 when no teams are declared
-    #: MIG-partitioned and shared GPUs, per node (placement/devices.py)
+    #: MIG-partitioned and shared GPUs, per node (placement.devices)
     devices: DeviceView | None = None
 
     def may_evict(self, j: int, r: int) -> bool:
@@ -134,6 +134,44 @@ class Problem:
 
     def job_gpus(self, j: int) -> int:
         return sum(int(self.tasks[t].demand[0]) * self.tasks[t].replicas for t in self.job_tasks[j])
+
+    def topology(self) -> topology.ClusterTopology:
+        """Domains per level and in-node GPU graphs, built once in `build` (nodes include added ones)."""
+        view = self.extras.get("topology")
+        if view is None:
+            view = self.extras["topology"] = topology.cluster_topology(self.request, self.nodes)
+        return view  # type: ignore[return-value]
+
+    def device_view(self) -> DeviceView:
+        """The device view (every built problem has one; a hand-made one for a test may not)."""
+        assert self.devices is not None, "problem built without a device view"
+        return self.devices
+
+    def gpu_value(self, t: int) -> float:
+        """A pod of task t in GPU-equivalents: whole GPUs, its share, or its MIG instance's fraction of a GPU."""
+        task = self.tasks[t]
+        return devices.gpu_value(task.spec, self.devices, task.candidates)
+
+    def needs_device_ledger(self) -> bool:
+        """Does the greedy need the device ledger? (MIG/shared pods, or idle partitioned GPUs it may make whole)"""
+        cached = self.extras.get("devices_needed")
+        if cached is None:  # asked once per pending job by explain: answer from the first look
+            view = self.devices
+            cached = view is not None and (any(devices.uses_devices(t.spec) for t in self.tasks) or bool(
+                view.changes and any(g.idle for gpus in view.mig for g in gpus)))
+            self.extras["devices_needed"] = cached
+        return bool(cached)
+
+
+def _on_devices(info: TaskInfo, view: DeviceView) -> TaskInfo:
+    """Keep only nodes that can take one MIG/shared pod of the task; cap pods per node by device room."""
+    if not devices.uses_devices(info.spec):
+        return info
+    fits, room, stages = devices.room(info.spec, view, info.candidates)
+    keep = fits & (room > 0)
+    funnel = (*info.funnel, (stages[0], int(fits.sum())), (stages[1], int(keep.sum())))
+    return replace(info, candidates=info.candidates[keep].astype(np.int64),
+                   max_per_node=np.minimum(info.max_per_node[keep], room[keep]).astype(np.int64), funnel=funnel)
 
 
 def build(request: PlacementRequest) -> Problem:
@@ -174,7 +212,7 @@ def build(request: PlacementRequest) -> Problem:
     free = np.maximum(capacity - used, 0)
     free_ids = tuple(tuple(g for g in range(n.gpus) if g not in held[i]) for i, n in enumerate(nodes))
     view = devices.build(request, nodes, tuple(models))
-    free[:, 0] = view.whole_free  # partitioned and shared GPUs are never given whole (placement/devices.py)
+    free[:, 0] = view.whole_free  # partitioned and shared GPUs are never given whole (placement.devices)
     free_ids = view.plain
 
     filters = _NodeFilters(nodes, [effective_labels(n, m) for n, m in zip(nodes, models, strict=True)])
@@ -188,7 +226,7 @@ def build(request: PlacementRequest) -> Problem:
         for spec in job.tasks:
             ids.append(len(tasks))
             info = _task_info(len(tasks), j, spec, nodes, filters, memory, rooms.of(j), capacity)
-            info = devices.restrict(info, view)
+            info = _on_devices(info, view)
             tasks.append(info if job.spot_ok else _without(info, spot, "spot"))
         job_tasks.append(tuple(ids))
     return Problem(

@@ -30,16 +30,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 import numpy as np
-from placement_models import PlacementRequest, Team, TeamReport
+from placement_models import PlacementRequest, Team
 
 from placement import catalog
-
-if TYPE_CHECKING:  # the problem view imports this module; these are for annotations only
-    from placement.problem import Problem
-    from placement.solution import Placement
 
 #: "no limit" for integer comparisons (larger than any cluster's GPU count).
 UNLIMITED = 1 << 40
@@ -296,86 +291,3 @@ class QuotaLedger:
 
     def release(self, team: int, sub: np.ndarray) -> None:
         self.alloc[:, team] -= sub
-
-
-# --------------------------------------------------------------------------------------------
-# Teams of a problem and a placement
-
-
-def team_demand(problem: Problem) -> np.ndarray:
-    """(T,) GPUs each team wants: what its running jobs hold plus what its pending jobs ask for."""
-    assert problem.teams is not None
-    out = np.zeros(problem.teams.size)
-    for r in problem.running:
-        if r.team >= 0:
-            out[r.team] += r.gpus
-    for j, team in enumerate(problem.job_team):
-        if team >= 0:
-            out[team] += problem.job_gpus(j)
-    return out
-
-
-def problem_entitlements(problem: Problem) -> np.ndarray:
-    """(T,) fair GPUs per team over the cluster's healthy GPUs (see the module docstring)."""
-    index = problem.teams
-    assert index is not None
-    return entitlements(float(problem.capacity[:, 0].sum()), team_demand(problem), index.nominal, index.limit,
-                        index.weights, index.usage)
-
-
-def held_after(problem: Problem, placement: Placement, mask: np.ndarray | None = None) -> np.ndarray:
-    """(T,) GPUs each team holds once the placement is applied (kept running + placed), on `mask` nodes."""
-    assert problem.teams is not None
-    out = np.zeros(problem.teams.size, dtype=np.int64)
-    for r in problem.running:
-        if r.team >= 0 and r.index not in placement.evicted:
-            keep = r.use[:, 0] if mask is None else r.use[:, 0] * mask[r.nodes]
-            out[r.team] += int(keep.sum())
-    for (t, n), k in placement.counts.items():
-        team = problem.job_team[problem.tasks[t].job]
-        if team >= 0 and k and (mask is None or mask[n]):
-            out[team] += int(problem.tasks[t].demand[0]) * k
-    return out
-
-
-def team_reports(problem: Problem, placement: Placement) -> tuple[list[TeamReport], float | None]:
-    """Per team after the plan (GPUs held, entitlement, dominant share), and Jain's index of held/entitlement."""
-    index = problem.teams
-    if index is None:
-        return [], None
-    entitled = problem_entitlements(problem)
-    held = np.zeros((index.size, 3))
-    preempted = np.zeros(index.size, dtype=np.int64)
-    placed = np.zeros(index.size, dtype=np.int64)
-    for r in problem.running:
-        if r.team < 0:
-            continue
-        if r.index in placement.evicted:
-            preempted[r.team] += r.gpus
-        else:
-            held[r.team] += r.use.sum(axis=0)
-    for (t, _), k in placement.counts.items():
-        team = problem.job_team[problem.tasks[t].job]
-        if team >= 0 and k:
-            held[team] += problem.tasks[t].demand * k
-            placed[team] += int(problem.tasks[t].demand[0]) * k
-    waiting = np.zeros(index.size, dtype=np.int64)
-    done = placement.placed_jobs(problem)
-    for j, team in enumerate(problem.job_team):
-        if team >= 0 and j not in done:
-            waiting[team] += problem.job_gpus(j)
-    total = np.maximum(problem.capacity.sum(axis=0), 1)
-    cluster_wide = next((s for s in index.scopes if s.mask.all() and s.label == ""), None)
-    reports = []
-    for i, name in enumerate(index.names):
-        gpus = int(held[i, 0])
-        share = gpus / entitled[i] if entitled[i] > 1e-9 else None
-        reports.append(TeamReport(
-            team=name, weight=float(index.weights[i]), gpus_held=gpus, gpus_placed=int(placed[i]),
-            gpus_preempted=int(preempted[i]), gpus_pending=int(waiting[i]), entitlement=round(float(entitled[i]), 4),
-            nominal=None if cluster_wide is None else float(cluster_wide.nominal[i]),
-            dominant_share=round(float((held[i] / total).max()), 6),
-            share_of_entitlement=None if share is None else round(share, 6),
-        ))
-    index_value = jain([r.share_of_entitlement for r in reports if r.share_of_entitlement is not None])
-    return reports, None if index_value is None else round(index_value, 6)

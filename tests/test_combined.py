@@ -13,10 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from placement_models import PlacementRequest, Plan, SolverStats
 
-from placement import candidates, devices, plan, pricing, verify
+from placement import candidates, devices, plan, pricing, rightsize, verify
 from placement import compile as compiler
 from placement.baseline import greedy
-from placement.compile import usage
 from placement.decode import decode
 
 H100 = "H100-SXM5-80GB"
@@ -125,7 +124,7 @@ def requests(draw: st.DrawFn, share_on_demand: bool = False) -> dict[str, Any]:
             if draw(st.booleans()):
                 task["gpu_memory_gib"] = draw(st.sampled_from([10, 40]))
             job["tasks"] = [task]
-        else:  # one-GPU pods a MIG instance could hold (compile/usage.py)
+        else:  # one-GPU pods a MIG instance could hold (placement.rightsize)
             job["tasks"] = [{"name": "w", "replicas": replicas, "gpus": 1, "gpu_memory_gib": 80}]
             job["observed_gpu_memory_gib"] = draw(st.sampled_from([6.0, 20.0]))
             job["right_size"] = draw(st.booleans())
@@ -162,13 +161,13 @@ def requests(draw: st.DrawFn, share_on_demand: bool = False) -> dict[str, Any]:
 
 def greedy_plan(req: PlacementRequest) -> Plan:
     """The greedy floor alone, decoded as api.plan would return it had the solver found nothing."""
-    problem = usage.build_problem(req)
-    baseline = usage.trim(problem, greedy(problem, pricing.held_back(req, problem.nodes, problem.free)))
+    problem = rightsize.build_problem(req)
+    baseline = greedy(problem, pricing.held_back(req, problem.nodes, problem.free))
     ctx = compiler.build(problem, candidates.select(problem, baseline))
     values = ctx.assignment_of(baseline)
     terms = ctx.objective.values(lambda v: values[v.index])
     stats = SolverStats(status="SKIPPED", objective=sum(terms.values()))
-    return usage.fold(problem, decode(problem, baseline, terms, "no_solution_in_time", stats))
+    return decode(problem, baseline, terms, "no_solution_in_time", stats)
 
 
 def check_plan(data: dict[str, Any]) -> Plan:

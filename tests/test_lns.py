@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from placement import lns, plan
+from placement import plan
 from placement.api import parse
 from placement.generate import generate
+from placement.search import lns
 from placement.verify import verify
 
 

@@ -16,9 +16,12 @@ from hypothesis import strategies as st
 from placement_models import PlacementRequest, Plan
 from pydantic import ValidationError
 
-from placement import devices, plan
+from placement import catalog, devices, plan
 from placement import problem as problem_mod
 from placement.baseline import greedy
+from placement.baseline.device_state import GpuState
+from placement.baseline.devices import GreedyDevices
+from placement.explain import devices as device_reasons
 from placement.verify import verify
 
 H100 = "H100-SXM5-80GB"
@@ -378,14 +381,14 @@ def test_bench_mix_against_first_fit_templates(capsys: pytest.CaptureFixture[str
 def _reference_scans(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make _mig_pod use the node-by-node reference scans, and job_fits fit every job afresh."""
 
-    def best_repartition(self: devices.GreedyDevices, spec: Any, nodes: Any, free: Any,
+    def best_repartition(self: GreedyDevices, spec: Any, nodes: Any, free: Any,
                          changed_only: bool) -> Any:
         options = [o for o in self._repartition_options(spec, nodes, free) if not changed_only or o[0][1] == 0]
         return min(options) if options else None
 
-    monkeypatch.setattr(devices.GreedyDevices, "_first_fit", devices.GreedyDevices._mig_pod_options)
-    monkeypatch.setattr(devices.GreedyDevices, "_best_repartition", best_repartition)
-    monkeypatch.setattr(devices, "job_fits", devices._job_fits)
+    monkeypatch.setattr(GreedyDevices, "_first_fit", GreedyDevices._mig_pod_options)
+    monkeypatch.setattr(GreedyDevices, "_best_repartition", best_repartition)
+    monkeypatch.setattr(device_reasons, "job_fits", device_reasons._job_fits)
 
 
 def _greedy_and_reasons(req: dict[str, Any]) -> tuple[Any, ...]:
@@ -423,7 +426,7 @@ def test_cached_scans_match_the_reference_on_random_layouts(req: dict[str, Any])
 
 
 def test_gpu_layout_cache_follows_changes() -> None:
-    g = devices._Gpu(0, (("3g.40gb", 0), ("3g.40gb", 4)), ())
+    g = GpuState(0, (("3g.40gb", 0), ("3g.40gb", 4)), ())
     assert g.layout() == (("3g.40gb", 0), ("3g.40gb", 4)) and not g.changed()
     del g.inst[4]
     g.inst[5], g.inst[4] = "1g.10gb", "1g.10gb"
@@ -440,7 +443,7 @@ def test_profile_for_is_memoized_per_geometry_and_memory() -> None:
 
     from placement_models import Task
 
-    geo = catalog_geo = devices.catalog.mig_geometry(H100)
+    geo = catalog_geo = catalog.mig_geometry(H100)
     assert geo is not None
     small = Task(name="a", mig_profile="auto", gpu_memory_gib=5)
     big = Task(name="b", mig_profile="auto", gpu_memory_gib=30)

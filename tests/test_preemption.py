@@ -253,8 +253,8 @@ def test_warm_start_extends_the_greedy_with_justified_evictions() -> None:
     # the whole model.
     from placement import compile as compiler
     from placement.baseline import greedy
-    from placement.compile.preemption import warm_start
     from placement.problem import build
+    from placement.search.warm import warm_start
 
     running = [_run("older", "n1", EIGHT, 0), _run("fresh", "n2", EIGHT, 0, started_at="2026-12-01T11:30:00Z")]
     problem = build(PlacementRequest.model_validate(

@@ -47,9 +47,10 @@ from placement_models import PlacementRequest
 
 from placement.api import plan as solve
 from placement.baseline import greedy
+from placement.holdings import held_after, problem_entitlements
 from placement.problem import Problem, build
 from placement.solution import Placement
-from placement.teams import held_after, jain, problem_entitlements
+from placement.teams import jain
 
 HELIOS_FILE = "venus_cluster_gpu_number.csv"
 NOW = datetime(2020, 6, 1, 12, tzinfo=timezone.utc)

@@ -33,7 +33,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from placement import pricing, provision
-from placement.baseline import _place_task
+from placement.baseline import place_task
 from placement.compile.context import ModelContext
 from placement.compile.priority import level_weights, pod_value
 from placement.problem import Problem
@@ -165,7 +165,7 @@ def _reserve_or_cost(problem: Problem, j: int, placement: Placement, usage: np.n
     left = problem.free - usage
     trial = left.copy()
     counts: dict[tuple[int, int], int] = {}
-    placed = sum(_place_task(problem, t, trial, counts) for t in problem.job_tasks[j])
+    placed = sum(place_task(problem, t, trial, counts) for t in problem.job_tasks[j])
     if placed < problem.jobs[j].needed:
         return None
     request = problem.request

@@ -24,8 +24,8 @@ from ortools.sat.python import cp_model
 from placement.compile.context import SCALE, ModelContext
 from placement.compile.priority import pod_value
 from placement.compile.quota import bounds, team_gpus
+from placement.holdings import held_after, problem_entitlements
 from placement.solution import Placement
-from placement.teams import held_after, problem_entitlements
 
 #: Value per GPU of each successive quarter of a team's entitlement (× weights.fairness).
 SLOPES = (1.0, 0.75, 0.5, 0.25)

@@ -12,7 +12,6 @@ from collections.abc import Iterable
 
 from ortools.sat.python import cp_model
 
-from placement import devices
 from placement.compile.context import ModelContext
 from placement.solution import Placement
 
@@ -54,7 +53,7 @@ def _capped_charge(ctx: ModelContext, levels: dict[int, float], tasks: Iterable[
     `levels` is priority.level_weights of the pending jobs (computed once by the caller)."""
     problem = ctx.problem
     weights = problem.request.policy.weights
-    floor = min((levels[problem.jobs[problem.tasks[t].job].priority] * devices.gpu_value(problem, t)
+    floor = min((levels[problem.jobs[problem.tasks[t].job].priority] * problem.gpu_value(t)
                  for t in tasks), default=0.0)
     return max(0.0, min(weights.fragmentation, 0.5 * (floor * weights.priority - change_cost)))
 

@@ -8,7 +8,6 @@ A MIG or shared pod counts the part of a GPU it takes (placement/devices.py `gpu
 
 from __future__ import annotations
 
-from placement import devices
 from placement.compile.context import ModelContext
 
 CPU_POD_VALUE = 0.01
@@ -30,5 +29,5 @@ def apply(ctx: ModelContext) -> None:
     weights = level_weights([job.priority for job in ctx.problem.jobs])
     weight = ctx.problem.request.policy.weights.priority
     for t, task in enumerate(ctx.problem.tasks):
-        w = weights[ctx.problem.jobs[task.job].priority] * pod_value(devices.gpu_value(ctx.problem, t))
+        w = weights[ctx.problem.jobs[task.job].priority] * pod_value(ctx.problem.gpu_value(t))
         ctx.objective.add("priority", ctx.x[t], [w] * len(ctx.x[t]), weight)

@@ -28,8 +28,9 @@ from ortools.sat.python import cp_model
 
 from placement.compile.context import ModelContext
 from placement.compile.priority import TOP_WEIGHT
+from placement.holdings import held_after
 from placement.solution import Placement
-from placement.teams import UNLIMITED, held_after
+from placement.teams import UNLIMITED
 
 #: Per GPU held within nominal, × weights.priority: above the 1..TOP_WEIGHT spread of priority levels.
 NOMINAL_VALUE = TOP_WEIGHT

@@ -30,6 +30,7 @@ from ortools.sat.python import cp_model
 from placement import devices
 from placement.compile import fragmentation, priority
 from placement.compile.context import ModelContext
+from placement.picks import shareable_gpus
 from placement.solution import Placement
 
 NAME = "sharing_change"
@@ -234,7 +235,7 @@ def _read(slots: dict[int, list[cp_model.IntVar]], split: Split, ctx: ModelConte
                 used[n, gpu] = used.get((n, gpu), 0) + values.get(var.index, 0)
     real: dict[tuple[int, int], int] = {}
     for n in slots:
-        free = devices.shareable_gpus(ctx.problem, placement, n)
+        free = shareable_gpus(ctx.problem, placement, n)
         taken = [gpu for gpu in range(-1, -1 - len(slots[n]), -1) if used.get((n, gpu), 0)]
         for gpu, plain in zip(taken, free, strict=False):
             real[n, gpu] = plain

@@ -56,7 +56,7 @@ Pairs = dict[int, list[tuple[cp_model.IntVar, int, int, int]]]
 
 
 def apply(ctx: ModelContext) -> None:
-    view = topology.of_problem(ctx.problem)
+    view = ctx.problem.topology()
     weight = ctx.problem.request.policy.weights.topology
     for j, job in enumerate(ctx.problem.jobs):
         spec = job.topology
@@ -224,7 +224,7 @@ def bandwidth_terms(problem: Problem, assignments: list[Assignment]) -> dict[str
     in-node graph on which the choice can matter (not all pairs equally fast), so plans on
     NVSwitch-only or undescribed clusters carry no such term.
     """
-    view = topology.of_problem(problem)
+    view = problem.topology()
     if not any(g is not None and not g.graph.get("uniform") for g in view.graphs):
         return {}
     weight = problem.request.policy.weights.topology

@@ -10,9 +10,10 @@ from placement_models import MigSlot, PlacementRequest, Plan
 from pydantic import ValidationError
 from usage_synth import node, request
 
-from placement import plan
+from placement import plan, rightsize
 from placement.baseline import greedy
-from placement.compile import usage
+from placement.baseline.gangs import one_choice_per_pod
+from placement.solution import Placement
 from placement.verify import verify
 
 
@@ -117,8 +118,8 @@ def test_no_mig_no_offer() -> None:
     """On L4s (no MIG) the offer is withdrawn before the solve: the job runs as declared."""
     req = PlacementRequest.model_validate(
         request([node("n1", gpus=1, model="L4-24GB")], [_job("a", declared=None, observed=2.0, right_size=True)]))
-    problem = usage.build_problem(req)
-    assert usage.pairs(problem) == [] and [t.name for t in problem.tasks] == ["w"]
+    problem = rightsize.build_problem(req)
+    assert rightsize.pairs(problem) == [] and [t.name for t in problem.tasks] == ["w"]
     p = plan(req)
     assert _placed(p) == {"a"} and p.right_sized == [] and p.assignments[0].gpus == [0]
 
@@ -126,7 +127,7 @@ def test_no_mig_no_offer() -> None:
 def test_an_opted_in_job_without_an_observation_gets_no_offer() -> None:
     req = PlacementRequest.model_validate(request([node("n1", gpus=1)], [_job("a", right_size=True)],
                                                   allow_mig_changes=True))
-    assert usage.offers(req) == []
+    assert rightsize.offers(req) == []
 
 
 @pytest.mark.parametrize(("util", "moved"), [(0.10, True), (0.12, False)])
@@ -135,22 +136,23 @@ def test_the_instance_must_have_the_compute_the_job_used(util: float, moved: boo
     but not for 12 % × 1.25 = 15 % (then the offer is withdrawn and the job keeps its GPU)."""
     req = PlacementRequest.model_validate(request([node("n1", gpus=1)], [
         _job("a", declared=None, observed=8.0, observed_sm_util=util, right_size=True)], allow_mig_changes=True))
-    problem = usage.build_problem(req)
-    assert bool(usage.pairs(problem)) == moved
+    problem = rightsize.build_problem(req)
+    assert bool(rightsize.pairs(problem)) == moved
     p = plan(req)
     assert bool(p.right_sized) == moved and _placed(p) == {"a"}
     assert verify(req, p) == []
 
 
 def test_greedy_keeps_one_choice_per_pod() -> None:
-    """The greedy fills both the declared task and its alternative; trim drops the surplus whole GPUs."""
+    """The gang loop fills both the declared task and its alternative; the greedy drops the surplus whole GPUs."""
     req = PlacementRequest.model_validate(request([node("n1", gpus=4)], [
         _job("a", declared=None, observed=8.0, replicas=2, right_size=True)], allow_mig_changes=True))
-    problem = usage.build_problem(req)
-    (pair,) = usage.pairs(problem)
+    problem = rightsize.build_problem(req)
+    (pair,) = rightsize.pairs(problem)
     placement = greedy(problem)
-    assert placement.task_pods(pair.task) + placement.task_pods(pair.alternative) == 4  # both filled
-    trimmed = usage.trim(problem, placement)
+    assert placement.task_pods(pair.alternative) == 2 and placement.task_pods(pair.task) == 0
+    both = Placement(counts={(pair.task, 0): 2, (pair.alternative, 0): 2})
+    trimmed = one_choice_per_pod(problem, both)
     assert trimmed.task_pods(pair.alternative) == 2 and trimmed.task_pods(pair.task) == 0
 
 
@@ -162,7 +164,7 @@ def test_a_pending_right_sized_job_is_explained_in_its_own_names() -> None:
     p = plan(req)
     assert _placed(p) == {"big"}
     (reason,) = [q.reason for q in p.pending]
-    assert usage.SUFFIX not in reason
+    assert rightsize.SUFFIX not in reason
 
 
 @pytest.mark.parametrize(("change", "message"), [

@@ -12,8 +12,10 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from placement import devices, topology
+from placement.baseline import topology
+from placement.baseline.devices import GreedyDevices
 from placement.problem import Problem
+from placement.rightsize import pairs
 from placement.solution import Placement
 from placement.teams import QuotaLedger
 
@@ -40,23 +42,23 @@ def job_order(problem: Problem) -> list[int]:
 def greedy(problem: Problem, free: np.ndarray | None = None, order: list[int] | None = None) -> Placement:
     """Place whole gangs one at a time on the tightest nodes that fit; roll back a gang that does not.
 
-    Never preempts, and never breaks a team quota (placement/teams.py): a gang over its team's
+    Never preempts, and never breaks a team quota (placement.teams): a gang over its team's
     quota is rolled back like one that does not fit. `order` overrides `job_order` (benchmarks).
     """
     free = (problem.free if free is None else free).copy()
     plan = Placement()
     ledger = QuotaLedger(problem.teams) if problem.teams is not None and problem.teams.scopes else None
-    ledger_devices = devices.GreedyDevices(problem) if devices.needed(problem) else None  # MIG and shared GPUs
+    ledger_devices = GreedyDevices(problem) if problem.needs_device_ledger() else None  # MIG and shared GPUs
     for j in job_order(problem) if order is None else order:
         trial = free.copy()
         trial_devices = ledger_devices.trial() if ledger_devices is not None else None
-        place = trial_devices.placer(_place_task) if trial_devices is not None else _place_task
+        place = trial_devices.placer(place_task) if trial_devices is not None else place_task
         counts: dict[tuple[int, int], int] = {}
         job = problem.jobs[j]
         all_required = job.needed == job.pods
         placed = 0
         tasks = sorted(problem.job_tasks[j], key=lambda t: -int(problem.tasks[t].demand[0]))
-        if job.topology is not None:  # whole domains first, Kueue's BestFit (placement/topology.py)
+        if job.topology is not None:  # whole domains first, Kueue's BestFit (placement.baseline.topology)
             placed, tasks = topology.place_job(problem, j, trial, counts, place), []
         for t in tasks:
             got = place(problem, t, trial, counts)
@@ -81,10 +83,10 @@ def greedy(problem: Problem, free: np.ndarray | None = None, order: list[int] | 
                 ledger_devices.commit(trial_devices)
     if ledger_devices is not None:
         ledger_devices.finish(plan)
-    return plan
+    return one_choice_per_pod(problem, plan)
 
 
-def _place_task(problem: Problem, t: int, free: np.ndarray, counts: dict[tuple[int, int], int],
+def place_task(problem: Problem, t: int, free: np.ndarray, counts: dict[tuple[int, int], int],
                 allowed: np.ndarray | None = None, limit: int | None = None) -> int:
     """Best fit, pod by pod: the candidate left with the fewest free GPUs (CPU-only pods: GPU-less nodes first).
 
@@ -117,3 +119,29 @@ def _place_task(problem: Problem, t: int, free: np.ndarray, counts: dict[tuple[i
         counts[t, n] = counts.get((t, n), 0) + k
         placed += k
     return placed
+
+
+def one_choice_per_pod(problem: Problem, placement: Placement) -> Placement:
+    """One choice per pod where a task has a right-size alternative (`placement.rightsize`): the gang loop
+    fills both tasks of a pair, so drop the surplus whole-GPU pods (keeping the instances, the saving); a
+    gang left short is dropped whole."""
+    found = pairs(problem)
+    if not found:
+        return placement
+    for p in found:
+        surplus = placement.task_pods(p.task) + placement.task_pods(p.alternative) - problem.tasks[p.task].replicas
+        for key in sorted((k for k in placement.counts if k[0] == p.task), reverse=True):
+            if surplus <= 0:
+                break
+            take = min(surplus, placement.counts[key])
+            placement.counts[key] -= take
+            surplus -= take
+            if not placement.counts[key]:
+                del placement.counts[key]
+    for j in {p.job for p in found}:
+        tasks = set(problem.job_tasks[j])
+        placed = sum(k for (t, _), k in placement.counts.items() if t in tasks)
+        if 0 < placed < problem.jobs[j].needed:
+            for key in [k for k in placement.counts if k[0] in tasks]:
+                del placement.counts[key]
+    return placement

@@ -12,11 +12,14 @@ from dataclasses import replace
 
 import numpy as np
 
-from placement import devices, topology
-from placement.baseline import _place_task
+from placement import devices
+from placement.baseline import place_task
+from placement.explain import devices as device_reasons
+from placement.explain import topology as topology_reasons
+from placement.holdings import held_after
 from placement.problem import Problem, TaskInfo
 from placement.solution import Placement
-from placement.teams import QuotaLedger, held_after
+from placement.teams import QuotaLedger
 
 
 def _demand_text(task: TaskInfo) -> str:
@@ -46,7 +49,7 @@ def _filter_reason(problem: Problem, task: TaskInfo) -> str:
     spec = task.spec
     emptied = next((stage for stage, left in task.funnel if left == 0), "free_capacity")
     if emptied in devices.STAGES:  # MIG instances, shared GPUs
-        return devices.filter_reason(problem, task, emptied)
+        return device_reasons.filter_reason(problem, task, emptied)
     if emptied == "nodes":
         return "the cluster has no nodes"
     if emptied == "node_selector":
@@ -67,11 +70,11 @@ def _filter_reason(problem: Problem, task: TaskInfo) -> str:
 
 
 def _fits(problem: Problem, j: int, free: np.ndarray, placement: Placement | None = None) -> bool:
-    if devices.needed(problem):  # which GPU, which instance, which layout changes: the device ledger knows
-        return devices.job_fits(problem, j, free, placement, _place_task)
+    if problem.needs_device_ledger():  # which GPU, which instance, which layout changes: the device ledger knows
+        return device_reasons.job_fits(problem, j, free, placement, place_task)
     trial = free.copy()
     counts: dict[tuple[int, int], int] = {}
-    placed = sum(_place_task(problem, t, trial, counts) for t in problem.job_tasks[j])
+    placed = sum(place_task(problem, t, trial, counts) for t in problem.job_tasks[j])
     return placed >= problem.jobs[j].needed
 
 
@@ -131,7 +134,7 @@ def pending_reason(problem: Problem, j: int, placement: Placement, usage: np.nda
             return ((quota_reason(problem, j, ledger) or _filter_reason(problem, task))
                     + preemption_hint(problem, j, placement, usage))
     gang = gang_text(problem, j)
-    domain = topology.pending_reason(problem, j, problem.free - usage, gang, _place_task)
+    domain = topology_reasons.pending_reason(problem, j, problem.free - usage, gang, place_task)
     if domain:  # a required level or slice no domain can hold (placement/topology.py)
         return domain
     if _too_big(problem, j) and not _fits(problem, j, problem.free):  # physics before policy
@@ -165,7 +168,7 @@ def pending_reason(problem: Problem, j: int, placement: Placement, usage: np.nda
 def _sharing_hint(problem: Problem, j: int, placement: Placement | None = None, usage: np.ndarray | None = None) -> str:
     """Idle GPUs that could take the job's share pods, were sharing changes allowed (placement/devices.py)."""
     return next((hint for t in problem.job_tasks[j]
-                 if (hint := devices.sharing_hint(problem, problem.tasks[t], placement, usage))), "")
+                 if (hint := device_reasons.sharing_hint(problem, problem.tasks[t], placement, usage))), "")
 
 
 # --------------------------------------------------------------------------------------------
@@ -193,7 +196,7 @@ def _where(problem: Problem, j: int, free: np.ndarray) -> np.ndarray:
     trial = free.copy()
     counts: dict[tuple[int, int], int] = {}
     for t in problem.job_tasks[j]:
-        _place_task(problem, t, trial, counts)
+        place_task(problem, t, trial, counts)
     gpus = np.zeros(problem.n_nodes, dtype=np.int64)
     for (t, n), k in counts.items():
         gpus[n] += int(problem.tasks[t].demand[0]) * k

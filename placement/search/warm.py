@@ -1,0 +1,260 @@
+"""Warm start with preemption: the greedy never preempts, so on a full cluster its plan is a poor hint.
+
+This pass extends the greedy plan job by job, evicting the cheapest justified victims on the node
+where a pod lands, as Kueue's and KAI's victim searches do, but only as a starting point for the
+model: the rules of eviction live in `placement.compile.preemption`, and the result is checked
+against the whole model with every decision fixed before it is used as the hint.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from ortools.sat.python import cp_model
+
+from placement.compile.context import ModelContext
+from placement.compile.preemption import eviction_costs
+from placement.compile.priority import level_weights, pod_value
+from placement.compile.quota import NOMINAL_VALUE
+from placement.holdings import held_after
+from placement.solution import Placement
+from placement.teams import borrowed
+
+#: Share of the time limit the warm start may use.
+WARM_SHARE = 0.15
+
+
+def warm_start(ctx: ModelContext, base: Placement, budget_s: float
+               ) -> tuple[Placement, dict[int, int], float] | None:
+    """The greedy plan extended with preemptions, as (placement, every variable's value, objective).
+
+    Every eviction is justified on the node where the new pod lands (higher priority, or reclaim
+    by a team that stays within nominal), quotas hold, and a job goes in only if its value
+    (priority, in-nominal GPUs) exceeds what its evictions cost. Rules of other modules (topology,
+    reserve, ...) are not modelled here, so the result is checked against the whole model with
+    every decision fixed. None when no running job may be preempted, when the extension does not
+    beat `base`, or when the check fails: the caller keeps `base`.
+    """
+    if not ctx.evicted or budget_s <= 0:
+        return None
+    start = time.perf_counter()
+    floor = _score(ctx, ctx.assignment_of(base))
+    # From the greedy plan, and from nothing (the greedy may have lent the cohort's idle nominal
+    # to borrowers that only an eviction of new work, which is not allowed, could take back).
+    tried = [_Warm(ctx, start_from).run(start + budget_s * k / 3) for k, start_from in ((1, base), (2, Placement()))]
+    scored = sorted(((_score(ctx, ctx.assignment_of(w)), i, w) for i, w in enumerate(tried) if w.evicted),
+                    reverse=True)
+    for score, _, warm in scored:
+        if score <= floor + 1e-9:
+            break
+        solved = _complete(ctx, ctx.assignment_of(warm), max(0.05, budget_s - (time.perf_counter() - start)))
+        if solved is not None:
+            # The warm plan kept only counts and evictions: its MIG layouts and shared-GPU picks are the
+            # completed solution's; every value then follows from the placement, as the hint rules give them.
+            ctx.read_extras(solved, warm)
+            values = ctx.assignment_of(warm)
+            if _score(ctx, values) > floor + 1e-9:
+                return warm, values, _score(ctx, values)
+    return None
+
+
+def _score(ctx: ModelContext, values: dict[int, int]) -> float:
+    return sum(ctx.objective.values(lambda v: values[v.index]).values())
+
+
+def _complete(ctx: ModelContext, values: dict[int, int], budget_s: float) -> dict[int, int] | None:
+    """Fix every placement and eviction to `values` and let CP-SAT fill in the rest (MIG layouts, shared-GPU
+    picks, ...): the completed solution, or None if infeasible."""
+    model = ctx.model.clone()
+    pinned = [v for xs in ctx.x for v in xs] + list(ctx.placed) + list(ctx.evicted.values())
+    for var in pinned:
+        domain = model.proto.variables[var.index].domain
+        domain.clear()
+        domain.extend([values[var.index]] * 2)
+    model.clear_hints()
+    for index, value in values.items():
+        model.add_hint(model.get_int_var_from_proto_index(index), value)
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.max_time_in_seconds = budget_s
+    if solver.solve(model) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    return {i: int(solver.value(model.get_int_var_from_proto_index(i))) for i in range(len(model.proto.variables))}
+
+
+class _Warm:
+    def __init__(self, ctx: ModelContext, base: Placement) -> None:
+        problem = ctx.problem
+        self.ctx, self.problem = ctx, problem
+        self.plan = Placement(counts=dict(base.counts), evicted=set(base.evicted))
+        self.free = problem.free - base.usage(problem) + base.freed(problem)
+        self.index = problem.teams
+        self.alloc = (np.array([held_after(problem, base, s.mask) for s in self.index.scopes], dtype=np.int64)
+                      if self.index is not None and self.index.scopes else None)
+        self.reclaimers: set[tuple[int, int]] = set()  # (team, scope) that reclaimed: must stay within nominal
+        self.costs = eviction_costs(problem, list(ctx.evicted))
+        policy = problem.request.policy
+        self.w_cost = policy.weights.preemption
+        self.w_value = policy.weights.priority
+        self.levels = level_weights([job.priority for job in problem.jobs])
+        self.on_node: dict[int, list[int]] = {}
+        for r in ctx.evicted:
+            for n in problem.running[r].nodes.tolist():
+                self.on_node.setdefault(n, []).append(r)
+        self.slot = [dict(zip(c.tolist(), ub, strict=True)) for c, ub in zip(ctx.candidates, ctx.upper, strict=True)]
+
+    def run(self, deadline: float) -> Placement:
+        """Kueue's order: first jobs that keep their team within nominal, then the rest; priority, then age."""
+        problem = self.problem
+        order = sorted(range(len(problem.jobs)), key=self._order)
+        for within in ((True, False) if self.alloc is not None else (False,)):
+            done = self.plan.placed_jobs(problem)
+            for j in order:
+                if time.perf_counter() > deadline:
+                    return self.plan
+                if j not in done:
+                    self._try(j, within)
+        return self.plan
+
+    def _order(self, j: int) -> tuple[int, float, str]:
+        job = self.problem.jobs[j]
+        return (-job.priority, job.submitted_at.timestamp() if job.submitted_at else 0.0, job.name)
+
+    def _may_take(self, j: int, r: int) -> str | None:
+        """'priority' or 'reclaim' if j may evict running job r on a node, else None."""
+        victim = self.problem.running[r]
+        if self.problem.jobs[j].priority > victim.priority:
+            return "priority"
+        if victim.over_nominal and self.problem.job_team[j] not in (-1, victim.team):
+            return "reclaim"
+        return None
+
+    def _try(self, j: int, within: bool) -> None:
+        problem = self.problem
+        free = self.free.copy()
+        counts: dict[tuple[int, int], int] = {}
+        victims: dict[int, str] = {}
+        job = problem.jobs[j]
+        placed = 0
+        for t in sorted(problem.job_tasks[j], key=lambda t: -int(problem.tasks[t].demand[0])):
+            got = 0
+            while got < problem.tasks[t].replicas:
+                n = self._pod(j, t, free, counts, victims)
+                if n is None:
+                    break
+                counts[t, n] = counts.get((t, n), 0) + 1
+                free[n] -= problem.tasks[t].demand
+                got += 1
+            placed += got
+            if job.needed == job.pods and got < problem.tasks[t].replicas:
+                return  # every pod is required and this task is short
+        if placed < job.needed:
+            return
+        after = self._quota_after(j, counts, victims)
+        if after is None:
+            return
+        alloc, reclaims = after
+        team = problem.job_team[j]
+        if within and (alloc is None or team < 0 or any(
+                alloc[s, team] > scope.nominal[team] for s, scope in enumerate(self.index.scopes))):
+            return  # borrowing waits for the second pass
+        if self._value(j, counts, alloc) - self.w_cost * sum(self.costs[r] for r in victims) <= 0:
+            return
+        self.free = free
+        self.plan.evicted |= set(victims)
+        for (t, n), k in counts.items():
+            self.plan.add(t, n, k)
+        self.alloc = alloc
+        self.reclaimers |= reclaims
+
+    def _pod(self, j: int, t: int, free: np.ndarray, counts: dict[tuple[int, int], int],
+             victims: dict[int, str]) -> int | None:
+        """A node for one pod: best fit in free room, else the node whose justified victims cost least."""
+        problem = self.problem
+        demand = problem.tasks[t].demand
+        slots = self.slot[t]
+        nodes = [n for n, ub in slots.items() if counts.get((t, n), 0) < ub]
+        if not nodes:
+            return None
+        arr = np.array(nodes)
+        fits = np.all(free[arr] >= demand, axis=1)
+        if fits.any():
+            cand = arr[fits]
+            left = free[cand, 0] - demand[0]
+            return int(cand[np.lexsort((cand, left))[0]])
+        best: tuple[float, int, list[tuple[int, str]]] | None = None
+        for n in nodes:
+            options = [(r, why) for r in self.on_node.get(n, ())
+                       if r not in victims and r not in self.plan.evicted
+                       and (why := self._may_take(j, r)) is not None]
+            if not options:
+                continue
+            options.sort(key=lambda o: (self.costs[o[0]], o[0]))
+            room = free[n].copy()
+            chosen: list[tuple[int, str]] = []
+            for r, why in options:
+                chosen.append((r, why))
+                info = problem.running[r]
+                room += info.use[info.nodes.tolist().index(n)]
+                if np.all(room >= demand):
+                    cost = sum(self.costs[c] for c, _ in chosen)
+                    if best is None or cost < best[0]:
+                        best = (cost, n, list(chosen))
+                    break
+        if best is None:
+            return None
+        for r, why in best[2]:
+            victims[r] = why
+            info = problem.running[r]
+            free[info.nodes] += info.use
+        return best[1]
+
+    def _quota_after(self, j: int, counts: dict[tuple[int, int], int], victims: dict[int, str]
+                     ) -> tuple[np.ndarray | None, set[tuple[int, int]]] | None:
+        """Quota arrays after the job and its evictions, and the (team, scope)s it reclaims in; None: a rule breaks."""
+        if self.alloc is None:
+            return (None, set()) if all(why == "priority" for why in victims.values()) else None
+        problem, index = self.problem, self.index
+        team = problem.job_team[j]
+        alloc = self.alloc.copy()
+        for r in victims:
+            info = problem.running[r]
+            if info.team >= 0:
+                lost = np.zeros(problem.n_nodes, dtype=np.int64)
+                lost[info.nodes] = info.use[:, 0]
+                alloc[:, info.team] -= index.scope_gpus(lost)
+        gpus = np.zeros(problem.n_nodes, dtype=np.int64)
+        for (t, n), k in counts.items():
+            gpus[n] += int(problem.tasks[t].demand[0]) * k
+        if team >= 0:
+            alloc[:, team] += index.scope_gpus(gpus)
+            for s, scope in enumerate(index.scopes):
+                if alloc[s, team] > scope.cap[team] or borrowed(alloc[s], scope.guaranteed) > scope.pool:
+                    return None
+                if (team, s) in self.reclaimers and alloc[s, team] > scope.nominal[team]:
+                    return None
+        reclaims: set[tuple[int, int]] = set()
+        for r, why in victims.items():
+            if why != "reclaim":
+                continue
+            info = problem.running[r]
+            ok = [s for s, scope in enumerate(index.scopes)
+                  if scope.before[info.team] > scope.nominal[info.team] and alloc[s, team] <= scope.nominal[team]
+                  and any(scope.mask[n] and gpus[n] for n in info.nodes.tolist())]
+            if not ok:
+                return None
+            reclaims.add((team, ok[0]))
+        return alloc, reclaims
+
+    def _value(self, j: int, counts: dict[tuple[int, int], int], alloc: np.ndarray | None) -> float:
+        """Roughly what the objective gains: priority value of the pods and the change in in-nominal GPUs."""
+        problem = self.problem
+        value = sum(self.levels[problem.jobs[j].priority] * pod_value(problem.tasks[t].spec.gpus) * k
+                    for (t, _), k in counts.items()) * self.w_value
+        if self.alloc is not None and alloc is not None:
+            nominal = np.array([s.nominal for s in self.index.scopes])
+            inside = np.minimum(alloc, nominal).sum() - np.minimum(self.alloc, nominal).sum()
+            value += NOMINAL_VALUE * self.w_value * float(inside)
+        return value
+
