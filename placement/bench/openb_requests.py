@@ -1,4 +1,4 @@
-"""openb CSV rows → a v1 placement request (issue 8, part 1).
+"""openb CSV rows → a v1 placement request.
 
 The replay harness (:mod:`placement.bench.openb`) works on numpy arrays for speed; this module is
 the other door: it turns the same node and pod rows into a ``placement/v1`` request that
@@ -49,7 +49,15 @@ from typing import Any, Literal
 
 import numpy as np
 
-from placement.bench import openb
+from placement.bench.openb.trace import (
+    GPU_MILLI,
+    NODE_FILE,
+    DataNotFound,
+    Pod,
+    resolve_data_dir,
+    trace_file,
+    trace_from_rows,
+)
 from placement.io import emit
 
 #: openb GPU model code → catalog model used as its stand-in (see the module docstring).
@@ -78,9 +86,9 @@ def spec_label(spec: Sequence[str]) -> str:
     return SPEC_LABEL_PREFIX + "_".join(sorted(set(spec)))
 
 
-def _pods_of(rows: Sequence[dict[str, str]]) -> list[openb.Pod]:
+def _pods_of(rows: Sequence[dict[str, str]]) -> list[Pod]:
     """Pods in the order given (the loader of the replay sorts by name; a request keeps row order)."""
-    by_name = {p.name: p for p in openb.trace_from_rows("rows", rows).pods}
+    by_name = {p.name: p for p in trace_from_rows("rows", rows).pods}
     return [by_name[r["name"]] for r in rows]
 
 
@@ -127,7 +135,7 @@ def request_from_rows(
     gpu_milli = sum(p.demand for p in pods)
     fraction = share_milli / gpu_milli if gpu_milli else 0.0
     shares = [p.gpu_milli for p in pods if p.is_share]
-    replicas = min(128, max(2, openb.GPU_MILLI // min(shares))) if shares else 2
+    replicas = min(128, max(2, GPU_MILLI // min(shares))) if shares else 2
     multi_specs = sorted({p.spec for p in pods if p.num_gpu > 0 and len(p.spec) > 1})
 
     nodes: list[dict[str, Any]] = []
@@ -159,12 +167,12 @@ def request_from_rows(
     return {"api_version": "placement/v1", "cluster": {"nodes": nodes}, "jobs": jobs, "policy": out}
 
 
-def _job(p: openb.Pod) -> dict[str, Any]:
+def _job(p: Pod) -> dict[str, Any]:
     task: dict[str, Any] = {"name": "pod", "replicas": 1, "cpu": p.cpu / 1000, "memory_gib": p.mem / 1024}
     if p.is_share:
-        task["gpu_share"] = p.gpu_milli / openb.GPU_MILLI
+        task["gpu_share"] = p.gpu_milli / GPU_MILLI
     elif p.num_gpu:
-        if p.gpu_milli != openb.GPU_MILLI:
+        if p.gpu_milli != GPU_MILLI:
             raise ValueError(f"pod {p.name}: {p.num_gpu} GPUs of {p.gpu_milli} milli each cannot be expressed in v1")
         task["gpus"] = p.num_gpu
     if p.num_gpu and p.spec:
@@ -194,9 +202,9 @@ def load_request(
     and the first nodes by name. Raises :class:`placement.bench.openb.DataNotFound` when the data
     is missing, naming where it looked.
     """
-    folder = openb.resolve_data_dir(data)
-    node_rows = sorted(_read(folder / openb.NODE_FILE), key=lambda r: r["sn"])
-    pod_rows = _read(openb.trace_file(trace, folder))
+    folder = resolve_data_dir(data)
+    node_rows = sorted(_read(folder / NODE_FILE), key=lambda r: r["sn"])
+    pod_rows = _read(trace_file(trace, folder))
     if seed is not None:
         rng = np.random.default_rng(seed)
         pod_rows = sorted(pod_rows, key=lambda r: r["name"])
@@ -215,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m placement.bench.openb_requests --trace default --pods 200 --nodes 64 -o req.json``."""
     ap = argparse.ArgumentParser(description="openb CSVs → a placement/v1 request (JSON)")
     ap.add_argument("--trace", default="default")
-    ap.add_argument("--data", default=None, help="openb folder (else $PLACEMENT_DATA, ../shared/data)")
+    ap.add_argument("--data", default=None, help="openb folder (default: $PLACEMENT_DATA)")
     ap.add_argument("--pods", type=int, default=None)
     ap.add_argument("--nodes", type=int, default=None)
     ap.add_argument("--seed", type=int, default=None, help="protocol's shuffled order and a seeded node sample")
@@ -226,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     shared: SharedGpus = int(args.shared_gpus) if args.shared_gpus.isdigit() else args.shared_gpus
     try:
         req = load_request(args.trace, args.data, pods=args.pods, nodes=args.nodes, seed=args.seed, shared_gpus=shared)
-    except (openb.DataNotFound, ValueError) as exc:
+    except (DataNotFound, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     text = json.dumps(req, indent=1)

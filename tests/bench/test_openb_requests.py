@@ -10,7 +10,7 @@ from placement_models import PlacementRequest
 from pydantic import ValidationError
 
 from placement.api import plan
-from placement.bench import openb
+from placement.bench.openb.trace import NODE_FILE, DataNotFound
 from placement.bench.openb_requests import (
     MODEL_LABEL,
     OPENB_GPU_MODELS,
@@ -132,7 +132,7 @@ def test_on_demand_shares_an_idle_gpu_for_the_share_pods() -> None:
 def test_load_request_from_files_and_missing_data(tmp_path: Path) -> None:
     folder = tmp_path / "openb"
     folder.mkdir()
-    with (folder / openb.NODE_FILE).open("w", newline="") as fh:
+    with (folder / NODE_FILE).open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(NODES[0]))
         w.writeheader()
         w.writerows(NODES[:2])
@@ -145,7 +145,7 @@ def test_load_request_from_files_and_missing_data(tmp_path: Path) -> None:
     seeded = load_request("tiny", folder, pods=4, seed=42)
     assert len(seeded["jobs"]) == 4 and seeded == load_request("tiny", folder, pods=4, seed=42)
     PlacementRequest.model_validate(seeded)
-    with pytest.raises(openb.DataNotFound, match="PLACEMENT_DATA"):
+    with pytest.raises(DataNotFound, match="PLACEMENT_DATA"):
         load_request("tiny", tmp_path / "nowhere")
 
 

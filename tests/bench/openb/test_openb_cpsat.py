@@ -7,34 +7,33 @@ argmax of the same key, the batch model's capacity rows, and that nothing is eve
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
+from openb_helpers import node_row, real_data
 
-from placement.bench import openb
-from placement.bench.cpsat_policies import (
-    CpsatBatchPolicy,
-    CpsatOnlinePolicy,
-    FragmentationScorer,
-    clone_state,
-    pack_key,
-    sync_state,
-    unpack_key,
+from placement.bench.openb.cluster import ClusterState, Placement, ReplayContext
+from placement.bench.openb.cpsat_batch import CpsatBatchPolicy, clone_state, sync_state
+from placement.bench.openb.cpsat_online import CpsatOnlinePolicy, FragmentationScorer, pack_key, unpack_key
+from placement.bench.openb.policies import FGDPolicy
+from placement.bench.openb.registry import POLICIES, make_policy, policy_kind
+from placement.bench.openb.replay import replay
+from placement.bench.openb.trace import (
+    GPU_MILLI,
+    NodeTable,
+    Pod,
+    Trace,
+    load_nodes,
+    load_trace,
+    nodes_from_rows,
+    trace_from_rows,
 )
-from placement.bench.openb import ClusterState, Pod, ReplayContext, Trace, nodes_from_rows
-
-
-def _node(sn: str, cpu: int, gpus: int, model: str = "A", mem: int = 262144) -> dict[str, str]:
-    return {"sn": sn, "cpu_milli": str(cpu), "memory_mib": str(mem), "gpu": str(gpus), "model": model}
 
 
 def _pod(cpu: int, num: int, milli: int, name: str = "p", spec: tuple[str, ...] = ()) -> Pod:
     return Pod(name=name, cpu=cpu, mem=1024, num_gpu=num, gpu_milli=milli, spec=spec)
 
 
-def _ctx(nodes: openb.NodeTable, typical: list[Pod]) -> ReplayContext:
+def _ctx(nodes: NodeTable, typical: list[Pod]) -> ReplayContext:
     return ReplayContext(nodes=nodes, trace=Trace("t", tuple(typical)), seed=0)
 
 
@@ -54,16 +53,16 @@ class _Checked:
     @staticmethod
     def _invariants(state: ClusterState) -> None:
         assert (state.cpu_free >= 0).all() and (state.mem_free >= 0).all()
-        assert (state.idle >= 0).all() and (state.idle <= openb.GPU_MILLI).all()
+        assert (state.idle >= 0).all() and (state.idle <= GPU_MILLI).all()
         assert state.used_milli == state.capacity_milli - int(state.idle.sum())
 
-    def choose(self, state: ClusterState, pod: Pod) -> openb.Placement | None:
+    def choose(self, state: ClusterState, pod: Pod) -> Placement | None:
         self._invariants(state)
         d = self.inner.choose(state, pod)  # type: ignore[attr-defined]
         assert (d is None) == (not state.feasible(pod).any())  # online: fails only when nothing fits
         return d
 
-    def _batch(self, state: ClusterState, pods: list[Pod]) -> list[openb.Placement | None]:
+    def _batch(self, state: ClusterState, pods: list[Pod]) -> list[Placement | None]:
         self._invariants(state)
         out = self.inner.choose_batch(state, pods)  # type: ignore[attr-defined]
         trial = clone_state(state)
@@ -85,7 +84,7 @@ def test_pack_key_orders_score_then_delta() -> None:
 
 
 def test_multi_copy_fragmentation_counts_leftovers_and_cpu() -> None:
-    nodes = nodes_from_rows([_node("n0", 24000, 2)])
+    nodes = nodes_from_rows([node_row("n0", 24000, 2)])
     typical = [_pod(12000, 1, 810)] * 3 + [_pod(12000, 1, 1000)]
     scorer = FragmentationScorer()
     scorer.prepare(_ctx(nodes, typical))
@@ -100,7 +99,7 @@ def test_multi_copy_fragmentation_counts_leftovers_and_cpu() -> None:
 
 
 def test_share_pod_fills_the_hole_an_810_left() -> None:
-    nodes = nodes_from_rows([_node("n0", 64000, 2)])
+    nodes = nodes_from_rows([node_row("n0", 64000, 2)])
     typical = [_pod(4000, 1, 810)] * 8 + [_pod(4000, 1, 160)]
     policy = CpsatOnlinePolicy()
     policy.prepare(_ctx(nodes, typical))
@@ -111,10 +110,10 @@ def test_share_pod_fills_the_hole_an_810_left() -> None:
 
 def test_cpu_only_pod_spares_the_node_whose_gpus_need_the_cpu() -> None:
     # n0: 8 GPUs and 96 cores (12 a GPU); n1: 2 GPUs and 104 cores. Typical pods: 1 GPU + 12 cores.
-    nodes = nodes_from_rows([_node("n0", 96000, 8), _node("n1", 104000, 2)])
+    nodes = nodes_from_rows([node_row("n0", 96000, 8), node_row("n1", 104000, 2)])
     typical = [_pod(12000, 1, 1000)] * 9 + [_pod(32000, 0, 0)]
     rank = np.array([0, 1])  # FGD breaks its tie (both nodes score 50) towards n0
-    fgd, ours = openb.FGDPolicy(), CpsatOnlinePolicy()
+    fgd, ours = FGDPolicy(), CpsatOnlinePolicy()
     for p in (fgd, ours):
         p.prepare(_ctx(nodes, typical))
     cpu_pod = _pod(32000, 0, 0)
@@ -125,7 +124,7 @@ def test_cpu_only_pod_spares_the_node_whose_gpus_need_the_cpu() -> None:
 
 def test_solver_agrees_with_the_argmax_of_the_same_key() -> None:
     rng = np.random.default_rng(5)
-    rows = [_node(f"n{i}", int(rng.choice([32000, 64000, 96000])), int(rng.choice([1, 2, 4, 8]))) for i in range(12)]
+    rows = [node_row(f"n{i}", int(rng.choice([32000, 64000, 96000])), int(rng.choice([1, 2, 4, 8]))) for i in range(12)]
     nodes = nodes_from_rows(rows)
     shapes = [(4000, 1, 810), (8000, 1, 470), (12000, 1, 1000), (16000, 0, 0), (6000, 1, 230), (24000, 2, 1000)]
     pods = [_pod(*shapes[int(rng.integers(len(shapes)))], name=f"p{i}") for i in range(60)]
@@ -146,7 +145,7 @@ def test_solver_agrees_with_the_argmax_of_the_same_key() -> None:
 
 
 def test_batch_takes_the_whole_gpu_pod_over_the_share_that_blocks_it() -> None:
-    nodes = nodes_from_rows([_node("n0", 64000, 1)])
+    nodes = nodes_from_rows([node_row("n0", 64000, 1)])
     window = [_pod(4000, 1, 600, "a"), _pod(4000, 1, 1000, "b"), _pod(4000, 0, 0, "c")]
     online, batch = CpsatOnlinePolicy(), CpsatBatchPolicy(window=3, time_limit_s=2.0)
     for p in (online, batch):
@@ -159,7 +158,7 @@ def test_batch_takes_the_whole_gpu_pod_over_the_share_that_blocks_it() -> None:
 
 
 def test_batch_puts_allocated_milli_before_pod_count() -> None:
-    nodes = nodes_from_rows([_node("n0", 64000, 2)])
+    nodes = nodes_from_rows([node_row("n0", 64000, 2)])
     window = [_pod(2000, 1, 500, "a"), _pod(2000, 1, 500, "b"), _pod(2000, 2, 1000, "c")]
     batch = CpsatBatchPolicy(window=3, time_limit_s=2.0)
     batch.prepare(_ctx(nodes, window))
@@ -168,7 +167,7 @@ def test_batch_puts_allocated_milli_before_pod_count() -> None:
 
 
 def test_batch_places_what_its_candidate_lists_missed_when_it_still_fits() -> None:
-    nodes = nodes_from_rows([_node("n0", 64000, 1), _node("n1", 64000, 1), _node("n2", 64000, 1)])
+    nodes = nodes_from_rows([node_row("n0", 64000, 1), node_row("n1", 64000, 1), node_row("n2", 64000, 1)])
     window = [_pod(2000, 1, 1000, "a"), _pod(2000, 1, 1000, "b"), _pod(2000, 1, 1000, "c")]
     batch = CpsatBatchPolicy(window=3, top_k=1, time_limit_s=1.0)
     batch.prepare(_ctx(nodes, window))
@@ -183,7 +182,7 @@ def test_batch_places_what_its_candidate_lists_missed_when_it_still_fits() -> No
 
 
 def test_sync_state_bumps_versions_of_changed_nodes_only() -> None:
-    nodes = nodes_from_rows([_node("n0", 8000, 1), _node("n1", 8000, 1)])
+    nodes = nodes_from_rows([node_row("n0", 8000, 1), node_row("n1", 8000, 1)])
     state = ClusterState(nodes)
     shadow = clone_state(state)
     v = shadow.version.copy()
@@ -196,7 +195,7 @@ def test_sync_state_bumps_versions_of_changed_nodes_only() -> None:
 @pytest.mark.parametrize("policy", ["cpsat-online", "cpsat-batch50"])
 def test_tiny_replay_never_over_allocates(policy: str) -> None:
     rng = np.random.default_rng(11)
-    nodes = nodes_from_rows([_node(f"n{i}", 32000, int(g), "AB"[i % 2]) for i, g in enumerate([2, 4, 8, 1, 2, 8])])
+    nodes = nodes_from_rows([node_row(f"n{i}", 32000, int(g), "AB"[i % 2]) for i, g in enumerate([2, 4, 8, 1, 2, 8])])
     shapes = [(4000, 1, 810), (8000, 1, 470), (8000, 1, 1000), (12000, 0, 0), (4000, 1, 160), (16000, 4, 1000)]
     rows = []
     for i in range(60):
@@ -212,11 +211,11 @@ def test_tiny_replay_never_over_allocates(policy: str) -> None:
                 "gpu_spec": spec,
             }
         )
-    trace = openb.trace_from_rows("tiny", rows)
-    inner = openb.make_policy(policy, 3)
+    trace = trace_from_rows("tiny", rows)
+    inner = make_policy(policy, 3)
     if hasattr(inner, "time_limit_s"):
         inner.time_limit_s = 0.5
-    res = openb.replay(nodes, trace, _Checked(inner), seed=3)
+    res = replay(nodes, trace, _Checked(inner), seed=3)
     assert res.arrived[-1] > res.capacity_milli and res.failed > 0  # inflated past capacity
     assert (np.diff(res.used) >= 0).all() and res.used[-1] <= res.capacity_milli
     if policy == "cpsat-online":
@@ -224,49 +223,34 @@ def test_tiny_replay_never_over_allocates(policy: str) -> None:
 
 
 def test_oracle_refuses_only_its_size_and_the_harness_counts_it_as_declined() -> None:
-    nodes = nodes_from_rows([_node("n0", 64000, 4)])
+    nodes = nodes_from_rows([node_row("n0", 64000, 4)])
     rows = [
         {"name": f"p{i}", "cpu_milli": "1000", "memory_mib": "0", "num_gpu": "1", "gpu_milli": str(m), "gpu_spec": ""}
         for i, m in enumerate([810, 1000, 810, 470])
     ]
-    oracle = openb.make_policy("oracle-refuse810", 1)
-    res = openb.replay(nodes, openb.trace_from_rows("t", rows), oracle, seed=1, limit=4)
+    oracle = make_policy("oracle-refuse810", 1)
+    res = replay(nodes, trace_from_rows("t", rows), oracle, seed=1, limit=4)
     assert res.failed == res.failed_while_feasible == 2  # both 810s fitted and were refused
     assert res.used[-1] == 1470
-    assert openb.policy_kind(oracle) == "online"
+    assert policy_kind(oracle) == "online"
 
 
 def test_policies_are_registered_and_reported_apart() -> None:
-    assert {"cpsat-online", "cpsat-batch", "cpsat-batch50"} <= set(openb.POLICIES)
-    assert openb.policy_kind(openb.make_policy("cpsat-online", 1)) == "online"
-    assert openb.policy_kind(openb.make_policy("cpsat-batch", 1)) == "batch W=200"
-    assert openb.make_policy("cpsat-batch50", 1).window == 50
+    assert {"cpsat-online", "cpsat-batch", "cpsat-batch50"} <= set(POLICIES)
+    assert policy_kind(make_policy("cpsat-online", 1)) == "online"
+    assert policy_kind(make_policy("cpsat-batch", 1)) == "batch W=200"
+    assert make_policy("cpsat-batch50", 1).window == 50
 
 
 # ---------------------------------------------------------------------------------------- real data
 
 
-def _real_data() -> Path:
-    base = os.environ.get("PLACEMENT_DATA")
-    tried = (
-        [Path(base)]
-        if base
-        else [Path.cwd() / ".." / "shared" / "data", Path(__file__).resolve().parents[2] / ".." / "shared" / "data"]
-    )
-    for c in tried:
-        try:
-            return openb.resolve_data_dir(c)
-        except openb.DataNotFound:
-            continue
-    pytest.skip(f"openb data not found at {', '.join(map(str, tried))}: set PLACEMENT_DATA to run this test")
-
-
 def test_real_trace_slice_cpsat_online() -> None:
     """The CI-sized protocol slice: seed 42, first 300 arrivals of the default trace."""
-    data = _real_data()
-    nodes, trace = openb.load_nodes(data), openb.load_trace("default", data)
+    data = real_data()
+    nodes, trace = load_nodes(data), load_trace("default", data)
     policy = CpsatOnlinePolicy(42)
-    res = openb.replay(nodes, trace, _Checked(policy), seed=42, limit=300)
+    res = replay(nodes, trace, _Checked(policy), seed=42, limit=300)
     assert res.pods == 300 and res.failed_while_feasible == 0
     assert (np.diff(res.used) >= 0).all() and res.used[-1] <= res.capacity_milli
     # 300 arrivals fill about 4 % of the cluster: at most a rare pod (a 120-core, 8-GPU one) fails.
