@@ -1,4 +1,4 @@
-"""The v1 plan: what to bind where, what waits and why, and how good the plan is (DESIGN.md §2)."""
+"""The v1 plan: what to bind where, what waits and why, and how good the plan is."""
 
 from __future__ import annotations
 

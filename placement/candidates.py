@@ -1,7 +1,7 @@
 """Which (task, node) pairs get a variable: all of them on small clusters, the promising ones on big.
 
 At 1,024 nodes every pending task can go to most nodes: ~900k integer variables, which CP-SAT
-cannot even presolve within a scheduler cycle (CPSAT.md lessons 2-4). Above a pair budget each
+cannot even presolve within a scheduler cycle (docs/solver.md §2-4). Above a pair budget each
 task keeps its best-fit nodes, a spread sample of the rest (so the solver can still trade), and
 every node the greedy plan used for it (so the greedy hint stays a feasible solution and the
 returned plan is never worse than greedy). This restricts the search, not the rules: every
@@ -54,7 +54,7 @@ def select(problem: Problem, baseline: Placement, max_pairs: int = MAX_PAIRS) ->
     return coherent_candidates(problem, baseline.counts, out)  # gangs with topology: whole domains
 
 
-#: Domains each topology gang keeps when candidate lists are trimmed (CPSAT.md lesson 7: offering
+#: Domains each topology gang keeps when candidate lists are trimmed (docs/solver.md §4: offering
 #: every rack to every gang made 1.9M variables at 4,096 nodes; about 8 was enough).
 MAX_DOMAINS = 8
 

@@ -3,7 +3,7 @@
 One place for the arithmetic that the compiler (objective terms), the greedy floor (reserve),
 decode (the plan's cost report) and the benchmarks all need, so they cannot drift apart.
 
-The cost model (issue 6), per pod of job j on node n with g GPUs:
+The cost model, per pod of job j on node n with g GPUs:
 
 * ``compute = price(n) × g × T_j`` — GPU-hours at the node's pool price; ``T_j`` is the job's
   ``expected_runtime_h`` (one hour when unknown, so the figure reads as a rate);
@@ -12,7 +12,7 @@ The cost model (issue 6), per pod of job j on node n with g GPUs:
   (``G_j`` GPUs), loses the work since the last checkpoint (every ``I_j`` hours; a job without
   checkpoints has ``I_j = T_j`` and starts over) and costs a restart of ``RESTART_H``. With
   exponential reclaims each interval takes ``e^{λR}(e^{λI} − 1)/λ`` hours on average, so
-  ``lost_h = (T/I)·e^{λR}(e^{λI} − 1)/λ − T``. For ``λI ≪ 1`` this is the issue's
+  ``lost_h = (T/I)·e^{λR}(e^{λI} − 1)/λ − T``. For ``λI ≪ 1`` this is the familiar
   ``λ × T × (I/2 + R)``; for long intervals it grows exponentially, as a 48-hour job without
   checkpoints on a node reclaimed every 20 hours really does (it needs ~200 hours, not 48 + 58).
   Each spot pod is charged the gang's lost work at its own node's rate: exact for one-node jobs;

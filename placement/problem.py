@@ -240,7 +240,7 @@ def build(request: PlacementRequest) -> Problem:
 
 def _teams(request: PlacementRequest, nodes: tuple[Node, ...], node_index: dict[str, int],
            models: tuple[str | None, ...]) -> tuple[tuple[RunningInfo, ...], TeamIndex | None, tuple[int, ...]]:
-    """Running jobs and teams, indexed (issue 5): who holds what, who may be preempted, quota scopes."""
+    """Running jobs and teams, indexed for teams and quotas: who holds what, who may be preempted, quota scopes."""
     team_of = {t.name: i for i, t in enumerate(request.teams)}
     now = request.planning_time()
     policy = request.policy

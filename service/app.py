@@ -12,7 +12,7 @@ Schedulers call this every cycle, so the app is built around three promises:
 * **clear errors** — 4xx bodies carry the exact field paths; anything unexpected is logged with
   a request id and answered as a JSON 500 naming that id, never a traceback.
 
-The library never imports this module (DESIGN.md §1: faces sit on top).
+The library never imports this module (faces sit on top: docs/architecture.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """For the device tests: is the greedy plan, given to CP-SAT as its hint, a complete and feasible solution?
 
-The solver starts from that hint (DESIGN §3), so a module whose hint misses a variable or breaks a row
+The solver starts from that hint (docs/solver.md §1), so a module whose hint misses a variable or breaks a row
 would silently start from nothing; test_mig and test_sharing both check it through here.
 """
 

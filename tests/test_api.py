@@ -1,6 +1,6 @@
 """End to end through `placement.plan`: optimality against brute force, properties, determinism, reasons.
 
-The brute force below is written from the definitions (DESIGN.md §2, issue 2), not from the
+The brute force below is written from the definitions (the v1 wire format in models/), not from the
 compiler: its own candidate filter, its own capacity arithmetic, its own objective. If the
 compiler mis-encodes a rule, the two disagree.
 """

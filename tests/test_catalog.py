@@ -1,6 +1,6 @@
-"""The GPU catalog: MIG geometry per model, checked against HARDWARE.md and the shared profile table.
+"""The GPU catalog: MIG geometry per model, checked against docs/hardware.md and the profile table (when present).
 
-Expected values are copied from ../shared/HARDWARE.md §1-3 (real `nvidia-smi mig -lgipp` dumps and
+Expected values are copied from docs/hardware.md §1-3 (real `nvidia-smi mig -lgipp` dumps and
 mig-parted's configs), not derived from the catalog under test.
 """
 
@@ -15,7 +15,7 @@ import pytest
 
 from placement import catalog, devices
 
-#: HARDWARE.md §1.5, the real -lgipp table of every 8-slice GPU: kind -> (memory slices, starts, max).
+#: docs/hardware.md §1.2, the real -lgipp table of every 8-slice GPU: kind -> (memory slices, starts, max).
 EIGHT_SLICE = {
     "1g": (1, (0, 1, 2, 3, 4, 5, 6), 7),
     "1g+me": (1, (0, 1, 2, 3, 4, 5, 6), 1),
@@ -35,7 +35,7 @@ def _shared_table() -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def test_the_issue_models_are_known_and_mig_capable_where_they_should_be() -> None:
+def test_the_listed_models_are_known_and_mig_capable_where_they_should_be() -> None:
     mig = {"A100-SXM4-40GB", "A100-SXM4-80GB", "A30-24GB", "H100-SXM5-80GB", "H100-NVL-94GB", "H100-96GB",
            "H200-141GB", "B200-180GB", "GB200-186GB"}
     assert mig <= set(catalog.mig_models())
@@ -124,7 +124,7 @@ def test_auto_picks_the_smallest_profile_with_enough_memory() -> None:
 
 
 def test_mig_parted_templates_are_legal_layouts() -> None:
-    """all-balanced: 2×1g + 2g + 3g on 7-slot GPUs, 2×1g + 2g on A30 (HARDWARE.md §3.2)."""
+    """all-balanced: 2×1g + 2g + 3g on 7-slot GPUs, 2×1g + 2g on A30 (docs/hardware.md §3)."""
     h100 = catalog.mig_geometry("H100-SXM5-80GB")
     a30 = catalog.mig_geometry("A30-24GB")
     assert h100 is not None and a30 is not None
@@ -137,8 +137,8 @@ def test_mig_parted_templates_are_legal_layouts() -> None:
             assert any(Counter(n for n, _ in s) == Counter(counts) for s in sets), counts
 
 
-def test_the_fourteen_maximal_geometries_of_hardware_md() -> None:
-    """HARDWARE.md §1.3.5: layouts of 1g/2g/3g/4g/7g to which no instance can be added come in exactly
+def test_the_fourteen_maximal_layouts() -> None:
+    """docs/hardware.md §1.4: layouts of 1g/2g/3g/4g/7g to which no instance can be added come in exactly
     14 profile mixes, and 3g at start 4 leaves room for four 1g where start 0 leaves three."""
     geo = catalog.mig_geometry("H100-SXM5-80GB")
     assert geo is not None
@@ -151,7 +151,7 @@ def test_the_fourteen_maximal_geometries_of_hardware_md() -> None:
     with_3g = {s for s in maximal if Counter(n for n, _ in s) in (Counter({"1g.10gb": 4, "3g.40gb": 1}),
                                                                   Counter({"1g.10gb": 3, "3g.40gb": 1}))}
     assert {(("3g.40gb", 4) in s, len(s) - 1) for s in with_3g} == {(True, 4), (False, 3)}
-    # compute slices never exceed 7: the memory-slice rule implies the SM budget (HARDWARE.md §1.3.4)
+    # compute slices never exceed 7: the memory-slice rule implies the SM budget (docs/hardware.md §1.3)
     g = {p.name: p.compute_slices for p in geo.profiles}
     assert max(sum(g[n] for n, _ in s) for s in devices.completions(geo.model, (), tuple(g))) == 7
 

@@ -36,7 +36,7 @@ def test_solve_example_writes_a_verified_plan(tmp_path: Path, capsys: pytest.Cap
     request = PlacementRequest.model_validate(json.loads(EXAMPLE.read_text()))
     assert verify(request, plan) == []
     placed = {a.job for a in plan.assignments}
-    assert "llm-pretrain" in placed  # the priority-100 gang of DESIGN §2 fits on the example cluster
+    assert "llm-pretrain" in placed  # the priority-100 gang of the bundled example fits its cluster
     assert sum(1 for a in plan.assignments if a.job == "llm-pretrain") == 9
     err = capsys.readouterr().err
     assert "status" in err and "pending" in err and plan.solver.mode == "deterministic"

@@ -1,4 +1,4 @@
-"""Cost (issue 6): spot vs on-demand, reclaim risk, peak reserve, off-peak deferral, provisioning.
+"""Cost: spot vs on-demand, reclaim risk, peak reserve, off-peak deferral, provisioning.
 
 Costs are hand-computed from the formulas in `placement.pricing`; the plans come from the full
 pipeline (`placement.plan`, which verifies every plan) in deterministic mode.
@@ -70,7 +70,7 @@ def test_checkpointing_job_goes_to_spot_and_the_other_to_on_demand_at_hand_compu
     lost = 48 / interval * math.exp(lam * restart) * (math.exp(lam * interval) - 1) / lam - 48
     assert lost == pytest.approx(1.4670, abs=1e-3)
     assert jobs["ckpt"].reclaim_risk == pytest.approx(lost * 1.3 * 8, rel=1e-6)
-    # ... which is the issue's first-order λ × T × (I/2 + R) to within 3 %.
+    # ... which is the familiar first-order λ × T × (I/2 + R) to within 3 %.
     assert lost == pytest.approx(lam * 48 * (interval / 2 + restart), rel=0.03)
     assert p.cost.total == pytest.approx(499.2 + 1536.0 + lost * 1.3 * 8, rel=1e-6)
     assert p.cost.per_hour == pytest.approx(1.3 * 8 + 4.0 * 8)

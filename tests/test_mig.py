@@ -1,6 +1,6 @@
 """MIG: hand-checked packings, re-partitioning rules, intake errors, the checker, and random layouts.
 
-Every expected layout below was worked out by hand from HARDWARE.md §1.5 (starts and sizes in
+Every expected layout below was worked out by hand from docs/hardware.md §1.2 (starts and sizes in
 memory slices: 1g {0..6}:1, 1g.20gb {0,2,4,6}:2, 2g {0,2,4}:2, 3g {0,4}:4, 4g {0}:4, 7g {0}:8).
 """
 

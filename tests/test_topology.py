@@ -1,6 +1,6 @@
 """Topology graphs: presets, `nvidia-smi topo -m` parsing, in-node GPU choice, domain tree.
 
-Expected GPU sets are hand-computed from HARDWARE.md §6.2 (link counts noted beside each case);
+Expected GPU sets are hand-computed from docs/hardware.md §5.2 (link counts noted beside each case);
 a brute-force enumeration in the test is only a second check, never the source of an answer.
 """
 
@@ -34,7 +34,7 @@ from placement.topology import (
     token_bandwidth,
 )
 
-# DGX-1 V100 as nvidia-smi prints it: GPU block from HARDWARE.md §6.2, four EDR NICs each on a
+# DGX-1 V100 as nvidia-smi prints it: GPU block from docs/hardware.md §5.2, four EDR NICs each on a
 # PCIe switch with a GPU pair, GPUs 0-3 on CPU0 and 4-7 on CPU1.
 DGX1_TOPO = """\
         GPU0    GPU1    GPU2    GPU3    GPU4    GPU5    GPU6    GPU7    mlx5_0  mlx5_1  mlx5_2  mlx5_3  CPU Affinity
@@ -62,8 +62,8 @@ Legend:
   NV#  = Connection traversing a bonded set of # NVLinks
 """  # noqa: E501
 
-# DGX H100: NV18 between all pairs through the NVSwitches (HARDWARE.md §6.2), one ConnectX-7 per
-# GPU (§6.4) named NIC0..NIC7 with a NIC legend, two NUMA nodes, newer-driver affinity columns.
+# DGX H100: NV18 between all pairs through the NVSwitches (docs/hardware.md §5.2), one ConnectX-7 per
+# GPU (§5.4) named NIC0..NIC7 with a NIC legend, two NUMA nodes, newer-driver affinity columns.
 DGX_H100_TOPO = """\
         GPU0  GPU1  GPU2  GPU3  GPU4  GPU5  GPU6  GPU7  NIC0  NIC1  NIC2  NIC3  NIC4  NIC5  NIC6  NIC7  CPU Affinity  NUMA Affinity  GPU NUMA ID
 GPU0     X    NV18  NV18  NV18  NV18  NV18  NV18  NV18  PIX   NODE  NODE  NODE  SYS   SYS   SYS   SYS   0-55,112-167  0              N/A
@@ -136,7 +136,7 @@ def _brute_force(graph: nx.Graph, free: list[int], k: int) -> float:
 
 
 def test_nvswitch_bandwidth_per_generation() -> None:
-    # HARDWARE.md §6.3: NVLink3/4 25 GB/s per link, NVLink5 50; §6.2: NV12 A100, NV18 H100/B200.
+    # docs/hardware.md §5.3: NVLink3/4 25 GB/s per link, NVLink5 50; §5.2: NV12 A100, NV18 H100/B200.
     cases = {"A100-SXM4-80GB": 300.0, "NVIDIA-H100-80GB-HBM3": 450.0, "B200": 900.0, "volta": 150.0, None: 300.0}
     for model, bandwidth in cases.items():
         graph = gpu_graph("nvswitch", 8, model)

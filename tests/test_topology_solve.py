@@ -1,7 +1,7 @@
 """Topology end to end: wire fields, the compile module, the greedy, decode's GPU choice, verify.
 
-Every expected answer is worked out by hand in the comment beside it from the definitions in
-issue 3 (required / preferred / slice, BestFit, HARDWARE.md §6.2 link counts), never read back
+Every expected answer is worked out by hand in the comment beside it from the definitions of
+the topology fields (required / preferred / slice, BestFit, docs/hardware.md §5.2 link counts), never read back
 from the solver. Solver runs use `policy.deterministic` so the same request gives the same plan.
 """
 
@@ -27,7 +27,7 @@ H100 = "H100-SXM5-80GB"
 GB200 = "GB200-186GB"
 V100 = "V100-SXM2-32GB"
 
-# DGX-1 V100 GPU block of `nvidia-smi topo -m` (HARDWARE.md §6.2), with the CPU affinity column.
+# DGX-1 V100 GPU block of `nvidia-smi topo -m` (docs/hardware.md §5.2), with the CPU affinity column.
 DGX1_TOPO = """\
         GPU0 GPU1 GPU2 GPU3 GPU4 GPU5 GPU6 GPU7 CPU Affinity
 GPU0     X   NV1  NV1  NV2  NV2  SYS  SYS  SYS  0-19

@@ -32,7 +32,7 @@ def job_order(problem: Problem) -> list[int]:
         submitted = job.submitted_at or _EPOCH
         if submitted.tzinfo is None:
             submitted = submitted.replace(tzinfo=timezone.utc)
-        # Deferrable jobs wait behind their priority level during peak and go first off-peak (issue 6).
+        # Deferrable jobs wait behind their priority level during peak and go first off-peak (placement.pricing).
         deferral = (1 if peak else -1) if job.deferrable else 0
         return (-job.priority, deferral, -problem.job_gpus(j), submitted.timestamp(), job.name)
 

@@ -66,18 +66,26 @@ class DataMissing(SystemExit):
     pass
 
 
+#: Where the ITP job durations are published.
+ITP_SOURCE = "the Microsoft ITP trace (github.com/microsoft/elasticflow-traces, data/raw-traces.tar.gz)"
+#: What the data folder must hold, and where each trace is published.
+NEEDED = (f"{NODE_TABLE.as_posix()} from the Alibaba spot-GPU trace (github.com/alibaba/clusterdata, folder "
+          f"cluster-trace-v2026-spot-gpu) and {ITP_DIR.as_posix()}/cluster*.csv from {ITP_SOURCE}")
+
+
 def data_root(data: str | None) -> Path:
-    """`--data`, else $PLACEMENT_DATA, else ../shared/data (from here or from the repository)."""
+    """`--data`, else $PLACEMENT_DATA; the data is not shipped, so without either DataMissing says what is needed."""
     options = [Path(data)] if data else []
     if not options and os.environ.get("PLACEMENT_DATA"):
         options = [Path(os.environ["PLACEMENT_DATA"])]
     if not options:
-        options = [Path.cwd() / ".." / "shared" / "data", Path(__file__).resolve().parents[3] / "shared" / "data"]
+        raise DataMissing(f"error: no data folder given; pass --data DIR or set PLACEMENT_DATA to a folder holding "
+                          f"{NEEDED}")
     for root in options:
         if (root / NODE_TABLE).is_file():
             return root
     raise DataMissing(f"error: spot node table not found ({NODE_TABLE} under {', '.join(map(str, options))}); "
-                      "pass --data DIR or set PLACEMENT_DATA to the shared data folder (see shared/data/README.md)")
+                      f"pass --data DIR or set PLACEMENT_DATA to a folder holding {NEEDED}")
 
 
 def spot_fleet(root: Path) -> list[tuple[str, int, int]]:
@@ -93,7 +101,7 @@ def runtimes_h(root: Path) -> np.ndarray:
         with path.open() as f:
             out.extend(float(r["duration"]) / 3600 for r in csv.DictReader(f))
     if not out:
-        raise DataMissing(f"error: no ITP job durations under {root / ITP_DIR}")
+        raise DataMissing(f"error: no ITP job durations under {root / ITP_DIR}: cluster*.csv from {ITP_SOURCE}")
     return np.clip(np.array(out), 0.1, 168.0)
 
 
@@ -204,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="1,2")
     ap.add_argument("--time-limit", type=float, default=8.0)
     ap.add_argument("--cost-weight", type=float, help="policy.weights.cost (GPU-equivalents per $; default 0.001)")
-    ap.add_argument("--data", help="shared data folder (default $PLACEMENT_DATA or ../shared/data)")
+    ap.add_argument("--data", help="folder holding alibaba-spot-2026/ and itp/ (default $PLACEMENT_DATA)")
     args = ap.parse_args(argv)
     try:
         root = data_root(args.data)

@@ -1,4 +1,4 @@
-"""The instance library (issue 8, part 6): seeded families of requests for benchmarks and solver research.
+"""The instance library: seeded families of requests for benchmarks and solver research.
 
 ``instances/library/FAMILY-SIZE.json`` (``FAMILY-XL.json.gz`` for XL) with ``FAMILY-SIZE.best.json``
 beside it (best objective and bound found by a longer solve: ``{objective, bound, time_s, workers,

@@ -1,4 +1,4 @@
-"""GPUs used for a MIG inference mix: exact packing with re-partitioning vs first-fit templates (issue 4).
+"""GPUs used for a MIG inference mix: exact packing with re-partitioning vs first-fit templates.
 
 The mix: fractional pods of the Alibaba openb trace (num_gpu 1, 0 < gpu_milli < 1000), a seeded
 sample, each rounded up to the smallest H100-80GB MIG profile with at least its share of the
@@ -152,7 +152,7 @@ def render(r: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="placement bench mig", description=__doc__.split("\n")[0])
-    ap.add_argument("--data", help="openb data folder (default: $PLACEMENT_DATA, else ../shared/data)")
+    ap.add_argument("--data", help="folder holding the openb CSVs (default: $PLACEMENT_DATA)")
     ap.add_argument("--trace", default="default", help="openb pod list (default, gpushare100, ...)")
     ap.add_argument("--pods", type=int, default=300)
     ap.add_argument("--seed", type=int, default=42)
@@ -160,12 +160,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--time-limit", type=float, default=10.0, help="CP-SAT deterministic time budget")
     ap.add_argument("--json", help="also write the numbers here")
     args = ap.parse_args(argv)
-    from placement.bench.openb import DataNotFound
+    from placement.bench.openb.trace import NODE_FILE, POD_FILE_PREFIX, DataNotFound
 
     try:
         result = run(args.pods, args.seed, args.trace, args.data, args.max_milli, args.time_limit)
     except DataNotFound as exc:
-        print(f"placement bench mig: {exc}", file=sys.stderr)
+        pods = args.trace if args.trace.endswith(".csv") else f"{POD_FILE_PREFIX}{args.trace}.csv"
+        print(f"error: {exc} (this bench reads {NODE_FILE} and {pods})", file=sys.stderr)
         return 2
     print(render(result))
     if args.json:

@@ -1,4 +1,4 @@
-"""Fair share under quotas on real team shapes: SenseTime Helios (Venus) vs greedy priority-then-FIFO (issue 5).
+"""Fair share under quotas on real team shapes: SenseTime Helios (Venus) vs greedy priority-then-FIFO.
 
 Why: the fights on shared clusters are over quota and eviction. A FIFO queue gives the cluster to
 whoever submits first and most; quota-only admission (Kueue without reclaim) stops at nominal
@@ -65,14 +65,24 @@ class DataNotFound(FileNotFoundError):
     pass
 
 
+#: What the data folder must hold, and where each trace is published.
+NEEDED = (f"helios/{HELIOS_FILE} from the SenseTime Helios trace (github.com/S-Lab-System-Group/HeliosData) "
+          "and, optionally, itp/cluster*.csv from the Microsoft ITP trace (github.com/microsoft/elasticflow-traces, "
+          "data/raw-traces.tar.gz) for real gang sizes")
+
+
 def resolve_data_dir(data: Path | str | None = None) -> Path:
-    """The shared data root: ``data``, else ``$PLACEMENT_DATA``, else ``../shared/data`` (or its helios folder)."""
+    """The data folder: ``data``, else ``$PLACEMENT_DATA`` (its helios folder is accepted too).
+
+    The data is not shipped; without either, DataNotFound says which files are needed and where from.
+    """
     if data:
         bases = [Path(data)]
     elif os.environ.get("PLACEMENT_DATA"):
         bases = [Path(os.environ["PLACEMENT_DATA"])]
     else:
-        bases = [Path.cwd().parent / "shared" / "data", Path(__file__).resolve().parents[3] / "shared" / "data"]
+        raise DataNotFound(f"helios data not found: no data folder given. Pass --data DIR or set PLACEMENT_DATA "
+                           f"to a folder holding {NEEDED}.")
     tried = []
     for base in bases:
         for root in (base, base.parent):
@@ -80,7 +90,7 @@ def resolve_data_dir(data: Path | str | None = None) -> Path:
             if (root / "helios" / HELIOS_FILE).is_file():
                 return root
     raise DataNotFound(f"helios data not found (tried {', '.join(map(str, tried))}). Pass --data DIR or set "
-                       "PLACEMENT_DATA to the shared data folder holding helios/ (see shared/data/README.md).")
+                       f"PLACEMENT_DATA to a folder holding {NEEDED}.")
 
 
 def load_helios(root: Path) -> tuple[list[str], list[str], np.ndarray]:
@@ -247,7 +257,7 @@ def run_day(day: int, dates: list[str], names: list[str], gpus: np.ndarray, size
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="placement bench teams", description=__doc__.split("\n")[0])
-    ap.add_argument("--data", help="shared data folder (default: $PLACEMENT_DATA or ../shared/data)")
+    ap.add_argument("--data", help="folder holding helios/ and optionally itp/ (default: $PLACEMENT_DATA)")
     ap.add_argument("--days", type=int, nargs="*", default=[0, 60, 120, 180], help="snapshot day indices")
     ap.add_argument("--seed", type=int, default=5)
     ap.add_argument("--time-limit", type=float, default=10.0)

@@ -1,6 +1,6 @@
 """`placement bench topology`: NVL72 domains and HGX racks, the solver against the topology-aware greedy.
 
-Why: every peer places topology greedily, one gang at a time (PEERS.md §1.2), and their users
+Why: every peer scheduler (Volcano, Kueue, KAI) places topology greedily, one gang at a time, and their users
 report gangs split across domains and small jobs scattered over NVL72 racks until no empty rack
 is left. This bench measures exactly that on seeded synthetic clusters, for the plan
 `placement.plan` returns and for the greedy alone (Kueue's BestFit: the fullest domain that fits,

@@ -5,7 +5,7 @@ data change, not a code path. Lookups accept the canonical name or any alias (ca
 because callers copy names from GPU Feature Discovery labels, cloud instance docs or their own
 inventories; GFD's `-SHARED` and `-MIG-<profile>` product suffixes are dropped.
 
-MIG facts (HARDWARE.md §1-2): a profile occupies `memory_slices` consecutive memory slices from
+MIG facts (docs/hardware.md §1-2): a profile occupies `memory_slices` consecutive memory slices from
 one of its legal `starts`; no two instances of a GPU share a slice; at most `max_count` instances
 of a profile and at most one `media` instance (the `+me` profiles and the whole-GPU one, which own
 the single OFA/JPEG set) per GPU. The compute-slice budget is implied by the memory-slice rule.
@@ -54,7 +54,7 @@ class MigGeometry:
     compute_slices: int
     max_instances: int
     profiles: tuple[MigProfile, ...]
-    status: str  # V verified placements, I inferred (HARDWARE.md status tags)
+    status: str  # V verified placements, I inferred (docs/hardware.md status tags)
     templates: dict[str, dict[str, int]] = field(default_factory=dict)  # config -> profile name -> count
     aliases: dict[str, str] = field(default_factory=dict)  # other printed name -> profile name
     _names: dict[str, MigProfile] = field(default_factory=dict, compare=False, repr=False)  # exact-name index

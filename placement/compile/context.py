@@ -146,7 +146,7 @@ class ModelContext:
     def assignment_of(self, placement: Placement) -> dict[int, int]:
         """Every variable's value for a given placement: primaries first, then each module's auxiliaries.
 
-        Used as the complete solution hint (CP-SAT lesson 1) and to score the greedy plan with
+        Used as the complete solution hint (docs/solver.md §1) and to score the greedy plan with
         exactly the solver's objective.
         """
         values: dict[int, int] = {}

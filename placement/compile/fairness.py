@@ -5,7 +5,7 @@ given its demand, quota and past usage (placement/teams.py). The team's utility 
 piecewise linear in the GPUs it holds after the plan, A_T: each quarter of E_T is worth less per
 GPU than the one before (1, ¾, ½, ¼ × the weight), and GPUs beyond E_T add nothing here. So, at
 equal priority, the next free GPUs go to the team furthest below its entitlement, and a team
-above it gains nothing from taking more. Encoded one-sidedly (CPSAT.md lesson 7):
+above it gains nothing from taking more. Encoded one-sidedly (docs/solver.md §5):
 
     seg_{T,k} ∈ [0, E_T/4],   Σ_k seg_{T,k} ≤ A_T,   maximise Σ slope_k·seg_{T,k}
 

@@ -11,9 +11,9 @@ layouts) and no variable is added. With it, the GPUs of a node are grouped into 
 situation (same instances held by running pods, same free ones; idle whole GPUs form one class),
 and an integer per (class, configuration) counts the GPUs of the class that take that configuration
 (devices.configs: the current layout, the whole GPU, or one of the Pareto-maximal legal re-layouts
-keeping every occupied instance where it is). This is exact (HARDWARE.md §1.3: no shared memory
+keeping every occupied instance where it is). This is exact (docs/hardware.md §1.3: no shared memory
 slice, legal starts, capped counts, one media instance) and aggregates identical GPUs instead of
-giving CP-SAT eight interchangeable copies to permute (CPSAT.md lesson 3).
+giving CP-SAT eight interchangeable copies to permute (docs/solver.md §3).
 
 Each GPU that changes costs `weights.mig_reconfigure` (term `mig.reconfigure`);
 `policy.max_mig_changes` caps their number. Whole-GPU pods may use only GPUs that stay (or become)

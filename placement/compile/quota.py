@@ -16,7 +16,7 @@ Term `quota` (soft, Kueue's admission order): every GPU a team holds within its 
 `NOMINAL_VALUE` × weights.priority, more than the whole spread of priority levels, so a team's
 demand within its nominal is served before another team borrows, whatever their priorities. Idle
 nominal is lent only when its owner cannot use it in this plan, and the next cycle need not
-reclaim what this one lent (the preemption loops Kueue users report, PEERS.md §2):
+reclaim what this one lent (Kueue users report unnecessary or looping preemptions under fair sharing):
 
     inside_T ≤ A_T,  inside_T ∈ [0, nominal_T],  maximise NOMINAL_VALUE·Σ_T inside_T
 """

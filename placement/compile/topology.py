@@ -1,7 +1,7 @@
-"""Topology: gangs inside one domain (hard), slices (hard), and three soft terms (issue 3).
+"""Topology: gangs inside one domain (hard), slices (hard), and three soft terms.
 
 Variables are one per (job, domain) the job may touch, never one per node pair, and every link
-to the pod counts is one-sided (CPSAT.md lesson 7): Σ_{n∈d} x ≤ min(P, cap_d)·use[d].
+to the pod counts is one-sided (docs/solver.md §5): Σ_{n∈d} x ≤ min(P, cap_d)·use[d].
 
 * `required: L` — `use[j,d]` per domain d of level L holding a candidate node of the job;
   Σ_d use[j,d] = placed[j]: a placed gang uses exactly one domain, and no pod of it lies outside.
@@ -100,7 +100,7 @@ def _pairs(ctx: ModelContext, view: topology.ClusterTopology, j: int, level: str
 
 def _link(ctx: ModelContext, pairs: list[tuple[cp_model.IntVar, int, int, int]], pods: int,
           use: cp_model.IntVar) -> None:
-    """No pod in the domain unless `use`: Σ x ≤ min(pods, Σ ub)·use (one row, CPSAT lesson 7)."""
+    """No pod in the domain unless `use`: Σ x ≤ min(pods, Σ ub)·use (one row, docs/solver.md §5)."""
     cap = min(pods, sum(ub for _, _, ub, _ in pairs))
     ctx.model.add(cp_model.LinearExpr.sum([v for v, _, _, _ in pairs]) <= cap * use)
 

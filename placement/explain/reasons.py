@@ -172,7 +172,7 @@ def _sharing_hint(problem: Problem, j: int, placement: Placement | None = None, 
 
 
 # --------------------------------------------------------------------------------------------
-# Teams (issue 5): quota reasons, who outranked a job, preemption reasons and one-change hints
+# Teams and quotas: quota reasons, who outranked a job, preemption reasons and one-change hints
 
 #: Above this many (pending jobs × nodes) the "fits if ... were preempted" hint is skipped (it
 #: re-runs the greedy fit a few times per pending job).

@@ -1,6 +1,6 @@
 """Large neighbourhood search: improve the plan window by window when one model is too big.
 
-Measured here (CPSAT.md lessons 2 and 4): above a few tens of thousands of variables CP-SAT's
+Measured (docs/solver.md §2 and §6): above a few tens of thousands of variables CP-SAT's
 presolve eats the scheduler cycle and one whole-cluster model only ties greedy, while small
 windows (a few racks, ~150 jobs, about a second each, the current plan as hint) improve on it
 at every scale. A window frees the pods of a few jobs on a few node groups; every other
@@ -26,7 +26,7 @@ from placement.solution import Placement
 #: Above this many variables, plan() searches by windows instead of one model.
 LNS_ABOVE = 30_000
 #: Models up to this size get the whole budget; larger ones get WHOLE_MODEL_SHARE of it, and
-#: windows take the rest if CP-SAT found nothing (presolve can eat a whole cycle: CPSAT.md lesson 2).
+#: windows take the rest if CP-SAT found nothing (presolve can eat a whole cycle: docs/solver.md §2).
 WHOLE_MODEL_SURE = 10_000
 WHOLE_MODEL_SHARE = 0.6
 #: Nodes per window (whole groups: racks where the request names them).

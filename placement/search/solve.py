@@ -1,6 +1,6 @@
 """Run CP-SAT on a compiled model: all solver parameters live here, in one place.
 
-Two modes (CPSAT.md lesson 8): *wall-clock* for the periodic scheduler cycle (use every second
+Two modes (docs/solver.md §7): *wall-clock* for the periodic scheduler cycle (use every second
 it is given; repeats may differ), and *deterministic* for what-if, tests and benchmarks (the
 budget is CP-SAT's deterministic time with interleaved workers: the same request, seed and
 workers give the same plan, at the price of a slower search). Every plan says which it came from.
@@ -18,7 +18,7 @@ from placement_models import Policy
 
 from placement.compile.context import SCALE, ModelContext
 
-#: Above this many variables, probing in presolve costs more than it finds (CPSAT.md lesson 2).
+#: Above this many variables, probing in presolve costs more than it finds (docs/solver.md §2).
 PROBING_OFF_ABOVE = 20_000
 
 

@@ -43,9 +43,9 @@ class Generation:
     pcie_gbs: float
 
 
-# HARDWARE.md §6.3 "Bandwidth reference": NVLink 2/3/4 = 25 GB/s per link per direction, NVLink 5
-# = 50; PCIe Gen4 x16 ~31.5, Gen5 x16 ~63 per direction. NV# per NVSwitch board from §6.2:
-# DGX-2 NV6, DGX A100 NV12, DGX H100 NV18, HGX B200 NV18. Two figures are not in HARDWARE.md:
+# docs/hardware.md §5.3 "Bandwidth per generation": NVLink 2/3/4 = 25 GB/s per link per direction,
+# NVLink 5 = 50; PCIe Gen4 x16 ~31.5, Gen5 x16 ~63 per direction. NV# per NVSwitch board from §5.2:
+# DGX-2 NV6, DGX A100 NV12, DGX H100 NV18, HGX B200 NV18. Two figures are our assumptions (§5.3):
 # V100's PCIe Gen3 x16 (15.75, half of Gen4 by the PCIe standard) and Blackwell's host PCIe
 # generation (taken as Gen5; an assumption — it only ranks PCIe paths below NVLink).
 GENERATIONS: dict[str, Generation] = {
@@ -92,8 +92,8 @@ def generation_of(gpu_model: str | None) -> Generation | None:
 # Token → bandwidth
 # --------------------------------------------------------------------------------------------
 
-# PCIe paths as fractions of the generation's x16 per-direction rate. HARDWARE.md gives only the
-# order (§6.1: NV# > PIX > PXB > PHB > NODE > SYS) and asks for measured numbers later (§6.4), so
+# PCIe paths as fractions of the generation's x16 per-direction rate. docs/hardware.md gives only the
+# order (§5.1: NV# > PIX > PXB > PHB > NODE > SYS) and asks for measured numbers later (§5.3), so
 # these are ranking figures: PIX runs at link rate through one switch, each extra hop (switch
 # tree, host bridge, inter-root-complex fabric, CPU-to-CPU link) costs a step, SYS the most.
 PCIE_FRACTIONS: dict[str, float] = {"PIX": 1.0, "PXB": 0.9, "PHB": 0.75, "NODE": 0.6, "SYS": 0.4}
@@ -139,7 +139,7 @@ def _add_edge(graph: nx.Graph, a: int, b: int, token: str, generation: Generatio
 # In-node presets
 # --------------------------------------------------------------------------------------------
 
-# DGX-1 V100 hybrid cube-mesh, HARDWARE.md §6.2 edge list (every GPU has 6 NVLinks). The other
+# DGX-1 V100 hybrid cube-mesh, docs/hardware.md §5.2 edge list (every GPU has 6 NVLinks). The other
 # 12 pairs have no NVLink and meet over the CPU interconnect (SYS in the real matrix).
 DGX1_NVLINKS: dict[tuple[int, int], int] = {
     **{pair: 2 for pair in [(0, 3), (0, 4), (1, 2), (1, 5), (2, 3), (4, 7), (5, 6), (6, 7)]},
@@ -147,7 +147,7 @@ DGX1_NVLINKS: dict[tuple[int, int], int] = {
 }
 
 # PCIe cards with NVLink bridges: A100 PCIe, H100 PCIe and H100 NVL bridges carry 600 GB/s
-# bidirectional per pair (HARDWARE.md §6.2, status U) = 12 links × 25 GB/s per direction.
+# bidirectional per pair (docs/hardware.md §5.2, status U) = 12 links × 25 GB/s per direction.
 BRIDGE_LINKS = 12
 
 # Without the real PCIe tree every non-NVLink pair is equal; PHB ("through the CPU root
@@ -168,7 +168,7 @@ def gpu_graph(preset: str, gpus: int, gpu_model: str | None = None) -> nx.Graph:
 
     * `nvswitch`: all pairs NV# of the generation (A100 NV12 = 300 GB/s, H100 NV18 = 450,
       B200 NV18 = 900, V100/DGX-2 NV6 = 150; unknown model: NV12 × 25).
-    * `hybrid-cube-mesh`: the DGX-1 V100 (8 GPUs exactly), NV1/NV2 pairs as in HARDWARE.md §6.2,
+    * `hybrid-cube-mesh`: the DGX-1 V100 (8 GPUs exactly), NV1/NV2 pairs as in docs/hardware.md §5.2,
       the rest SYS.
     * `pcie-pairs`: NVLink bridges (NV12) on pairs (0,1), (2,3), …; other pairs PHB.
     * `pcie`: no NVLink; all pairs PHB, so every k-set is equal (pass the real `topo -m`

@@ -25,7 +25,7 @@ from placement.topology.gpus import gpu_graph, parse_topo_matrix
 
 DEFAULT_LEVELS: tuple[str, ...] = ("nvlink_domain", "rack", "block")
 ROOT = "cluster"
-# GPU Feature Discovery puts the multi-node NVLink partition in this label (HARDWARE.md §7.1, §7.3):
+# GPU Feature Discovery puts the multi-node NVLink partition in this label (docs/hardware.md §5.5, §6.1):
 # `<ClusterUUID>.<CliqueID>`, equal values ⇒ same NVLink partition — the nvlink_domain level.
 CLIQUE_LABEL = "nvidia.com/gpu.clique"
 
