@@ -1,6 +1,6 @@
 """Nodes: capacity, GPUs from NVIDIA's labels and resources, taints, pools and topology labels.
 
-What Kubernetes says about a node's GPUs (HARDWARE.md §4, §7):
+What Kubernetes says about a node's GPUs (docs/hardware.md §4, §6):
 
 * GPU Feature Discovery labels the model (`nvidia.com/gpu.product`, a sanitised product name the
   catalog accepts as an alias), the count and the MIG strategy. With strategy `none` the device

@@ -1,4 +1,4 @@
-"""Utilisation governance: DCGM metrics → a report, and observations that feed the next plan (issue 10).
+"""Utilisation governance: DCGM metrics → a report, and observations that feed the next plan.
 
     placement usage report METRICS [--request REQ] [-o REPORT.md] [--html REPORT.html] [--plots DIR]
                                    [--what-if] ...

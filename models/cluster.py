@@ -1,0 +1,225 @@
+"""The cluster side of a request: nodes and their GPUs (MIG, sharing, taints), pools, running work.
+
+What is already there and what may be added; the jobs, teams and policy modules build on these
+shapes (a task's tolerations, the policy's default sharing), never the other way round.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from placement_models.base import Strict, as_utc
+from placement_models.errors import ErrorList
+from pydantic import Field, field_validator, model_validator
+
+
+class Taint(Strict):
+    key: str = Field(min_length=1)
+    value: str = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+
+
+class Toleration(Strict):
+    """Kubernetes semantics: an empty key with operator Exists tolerates every taint."""
+
+    key: str = ""
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: str = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect is not None and self.effect != taint.effect:
+            return False
+        if self.operator == "Exists":
+            return self.key in ("", taint.key)
+        return self.key == taint.key and self.value == taint.value
+
+
+class NodeTopology(Strict):
+    """Where the node sits; facts only (the topology module adds requirements on them)."""
+
+    nvlink: Literal["nvswitch", "hybrid-cube-mesh", "pcie-pairs", "pcie"] | None = None
+    #: `nvidia-smi topo -m` text of this node, or the name of a `cluster.topo_matrices` entry shared
+    #: by a class of identical nodes; overrides `nvlink` when set (placement/topology.py parses it)
+    topo_matrix: str | None = Field(None, min_length=1)
+    #: multi-node NVLink partition (GB200 NVL72); unset: the GFD label `nvidia.com/gpu.clique`
+    nvlink_domain: str | None = None
+    rack: str | None = None
+    block: str | None = None
+
+
+class MigInstance(Strict):
+    """One GPU instance of a MIG layout: a profile name and its first memory slice (as `nvidia-smi mig -lgipp`)."""
+
+    profile: str = Field(min_length=1)
+    start: int = Field(ge=0, le=7)
+
+
+class MigSlot(Strict):
+    """The MIG instance a pod holds: GPU index, profile and start slot (placement/catalog checks legality)."""
+
+    gpu: int = Field(ge=0)
+    profile: str = Field(min_length=1)
+    start: int = Field(ge=0, le=7)
+
+
+class GpuSharing(Strict):
+    """One GPU shared by up to `replicas` pods, by time-slicing (no memory isolation) or MPS.
+
+    Either way the solver never over-commits: the pods' shares sum to at most 1 and their GPU
+    memory to at most the GPU's (one OOM on a time-sliced GPU kills every pod on it).
+    """
+
+    mode: Literal["time-slicing", "mps"]
+    replicas: int = Field(ge=1, le=128)
+
+
+class NodeTemplate(Strict):
+    """The shape of a node a pool can add on demand: a Node without name, pool or history."""
+
+    gpu_model: str | None = None
+    gpus: int = Field(0, ge=0, le=128)
+    cpu: float = Field(ge=0)
+    memory_gib: float = Field(ge=0)
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[Taint] = Field(default_factory=list)
+    topology: NodeTopology = Field(default_factory=NodeTopology)
+
+    @model_validator(mode="after")
+    def _check(self) -> NodeTemplate:
+        if self.gpus > 0 and not self.gpu_model:
+            errors = ErrorList("NodeTemplate")
+            errors.add(("gpu_model",), "required when the node has GPUs", None, "missing")
+            errors.raise_if_any()
+        return self
+
+
+class Node(NodeTemplate):
+    """A node of the cluster: the shape of a NodeTemplate plus its name, pool and GPU state."""
+
+    name: str = Field(min_length=1)
+    pool: str | None = None
+    #: GPU index -> its MIG layout (a listed GPU is partitioned, even with no instances, and never given whole)
+    mig: dict[int, list[MigInstance]] = Field(default_factory=dict)
+    #: GPU index -> time-slicing/MPS setting (a listed GPU takes only pods with gpu_share)
+    sharing: dict[int, GpuSharing] = Field(default_factory=dict)
+    unhealthy_gpus: list[int] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check_gpus(self) -> Node:
+        errors = ErrorList("Node")
+        for what, gpus in (("mig", self.mig), ("sharing", self.sharing)):
+            for g in gpus:
+                if not 0 <= g < self.gpus:
+                    errors.add((what, g), f"GPU index {g} out of range 0..{self.gpus - 1}", g)
+        for g in sorted(set(self.mig) & set(self.sharing)):
+            errors.add(("sharing", g), f"GPU {g} is also MIG-partitioned; share a GPU one way only", g)
+        for i, g in enumerate(self.unhealthy_gpus):
+            if not 0 <= g < self.gpus:
+                errors.add(("unhealthy_gpus", i), f"GPU index {g} out of range 0..{self.gpus - 1}", g)
+        if len(set(self.unhealthy_gpus)) != len(self.unhealthy_gpus):
+            errors.add(("unhealthy_gpus",), "duplicate GPU index", self.unhealthy_gpus)
+        errors.raise_if_any()
+        return self
+
+
+class Provisionable(Strict):
+    """Nodes a pool may add (cloud capacity): the solver decides how many, up to `max_nodes`.
+
+    An added node is billed whole, for at least `min_billing_h` hours, at the pool's price: that
+    charge is what makes the solver add capacity only when placing pending work is worth it.
+    """
+
+    max_nodes: int = Field(ge=1, le=256)
+    node: NodeTemplate
+    min_billing_h: float = Field(1.0, ge=0)
+
+    @staticmethod
+    def node_name(pool: str, k: int) -> str:
+        """Name of the k-th node a pool may add; '/' keeps it apart from real (Kubernetes) node names."""
+        return f"{pool}/new-{k}"
+
+    def node_names(self, pool: str) -> list[str]:
+        return [self.node_name(pool, k) for k in range(self.max_nodes)]
+
+    def materialise(self, pool: str, k: int) -> Node:
+        return Node(name=self.node_name(pool, k), pool=pool, **self.node.model_dump())
+
+
+class Pool(Strict):
+    """A group of nodes with one price and capacity type; spot nodes may be reclaimed at any time."""
+
+    name: str = Field(min_length=1)
+    capacity_type: Literal["on-demand", "spot", "reserved"] = "on-demand"
+    gpu_hour_price: float | None = Field(None, ge=0, description="currency per GPU-hour; unset = unpriced")
+    reclaim_rate_per_h: float | None = Field(None, ge=0, description="spot only: expected reclaims per node-hour")
+    provisionable: Provisionable | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> Pool:
+        if self.reclaim_rate_per_h is not None and self.capacity_type != "spot":
+            errors = ErrorList("Pool")
+            errors.add(("reclaim_rate_per_h",), f"only spot pools are reclaimed; this pool is "
+                       f"'{self.capacity_type}'", self.reclaim_rate_per_h)
+            errors.raise_if_any()
+        return self
+
+
+class RunningPod(Strict):
+    task: str = Field(min_length=1)
+    node: str = Field(min_length=1)
+    gpus: list[int] = Field(default_factory=list)
+    cpu: float = Field(0.0, ge=0)
+    memory_gib: float = Field(0.0, ge=0)
+    #: the MIG instance the pod holds (then `gpus` stays empty)
+    mig: MigSlot | None = None
+    #: fraction of the one GPU in `gpus`, a GPU listed in the node's `sharing`
+    gpu_share: float | None = Field(None, gt=0, le=1)
+    #: GPU memory the shared pod may use (default: its share of the GPU's memory)
+    gpu_memory_gib: float | None = Field(None, ge=0)
+
+
+    @model_validator(mode="after")
+    def _check_devices(self) -> RunningPod:
+        errors = ErrorList("RunningPod")
+        if self.mig is not None and self.gpus:
+            errors.add(("gpus",), "a pod on a MIG instance holds no whole GPUs; leave 'gpus' empty", self.gpus)
+        if self.mig is not None and self.gpu_share is not None:
+            errors.add(("gpu_share",), "a pod holds a MIG instance or a GPU share, not both", self.gpu_share)
+        if self.gpu_share is not None and len(self.gpus) != 1:
+            errors.add(("gpus",), "a pod with gpu_share names exactly one (shared) GPU", self.gpus)
+        if self.gpu_memory_gib is not None and self.gpu_share is None:
+            errors.add(("gpu_memory_gib",), "set only for pods with gpu_share", self.gpu_memory_gib)
+        errors.raise_if_any()
+        return self
+
+
+class RunningJob(Strict):
+    """Work already bound to nodes: it holds capacity, and is kept or preempted whole (compile/preemption.py)."""
+
+    job: str = Field(min_length=1)
+    team: str | None = None
+    priority: int = 0
+    preemptible: bool = False
+    pods: list[RunningPod] = Field(min_length=1)
+    started_at: datetime | None = None
+    #: last checkpoint: a preemption loses the GPU-hours since then (since `started_at` when unset)
+    checkpointed_at: datetime | None = None
+    #: as on Job: what the metrics window saw (reported; a running job is not re-placed)
+    observed_gpu_memory_gib: float | None = Field(None, ge=0)
+    observed_sm_util: float | None = Field(None, ge=0, le=1)
+
+    _tz = field_validator("started_at", "checkpointed_at")(as_utc)
+
+
+class Cluster(Strict):
+    pools: list[Pool] = Field(default_factory=list)
+    nodes: list[Node] = Field(min_length=1)
+    running: list[RunningJob] = Field(default_factory=list)
+    #: hierarchy levels, narrowest first (like Kueue's Topology levels): `nvlink_domain`, `rack` and
+    #: `block` read node.topology; any other name reads that node label (e.g. a spine label)
+    topology_levels: list[str] = Field(default_factory=lambda: ["nvlink_domain", "rack", "block"],
+                                       min_length=1, max_length=16)
+    #: named `nvidia-smi topo -m` texts that nodes of one class share via node.topology.topo_matrix
+    topo_matrices: dict[str, str] = Field(default_factory=dict)

@@ -1,0 +1,141 @@
+"""Pending work: jobs, their tasks (identical pods) and their topology needs.
+
+A job is a gang: it runs when `min_available` of its pods are placed (all of them by default).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from placement_models.base import Strict, as_utc
+from placement_models.cluster import Toleration
+from placement_models.errors import ErrorList
+from pydantic import Field, field_validator, model_validator
+
+
+class Task(Strict):
+    """A set of identical pods; the solver decides how many go to each node, not which."""
+
+    name: str = Field(min_length=1)
+    replicas: int = Field(1, ge=1, le=100_000)
+    gpus: int = Field(0, ge=0, le=128)
+    gpu_memory_gib: float | None = Field(None, ge=0)
+    cpu: float = Field(0.0, ge=0)
+    memory_gib: float = Field(0.0, ge=0)
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list)
+    #: each pod takes one MIG instance of this profile ("1g.10gb"), or "auto": the smallest profile
+    #: with at least gpu_memory_gib on whichever MIG model the pod lands
+    mig_profile: str | None = Field(None, min_length=1)
+    #: each pod takes this fraction of one time-sliced/MPS GPU (openb's gpu_milli / 1000)
+    gpu_share: float | None = Field(None, gt=0, le=1)
+
+
+    @model_validator(mode="after")
+    def _check(self) -> Task:
+        errors = ErrorList("Task")
+        fractional = self.mig_profile is not None or self.gpu_share is not None
+        if self.gpu_memory_gib is not None and self.gpus == 0 and not fractional:
+            errors.add(("gpu_memory_gib",), "set only for tasks that ask for GPUs (gpus > 0, mig_profile or "
+                       "gpu_share)", self.gpu_memory_gib)
+        if self.mig_profile is not None and self.gpu_share is not None:
+            errors.add(("gpu_share",), "a pod takes a MIG instance or a GPU share, not both", self.gpu_share)
+        if fractional and self.gpus:
+            field = "mig_profile" if self.mig_profile is not None else "gpu_share"
+            errors.add((field,), "a pod asks for whole GPUs or a part of one; leave 'gpus' at 0", self.gpus)
+        if self.mig_profile is not None and self.mig_profile.strip().lower() == "auto" and self.gpu_memory_gib is None:
+            errors.add(("gpu_memory_gib",), "mig_profile 'auto' picks the smallest profile with this much GPU "
+                       "memory: set it", None, "missing")
+        errors.raise_if_any()
+        return self
+
+    @property
+    def mig_auto(self) -> bool:
+        return self.mig_profile is not None and self.mig_profile.strip().lower() == "auto"
+
+
+class TopologySlice(Strict):
+    """Sub-groups of a gang: each `size` consecutive pods of a GPU task inside one `required` domain.
+
+    Tensor-parallel groups inside an NVLink domain, data-parallel across (Kueue's
+    podset-slice-required-topology). Only whole groups are placed, so every GPU task's replicas
+    must be a multiple of `size`; CPU-only tasks (launchers) are not sliced.
+    """
+
+    size: int = Field(ge=1, le=100_000)
+    required: str = Field(min_length=1)
+
+
+class JobTopology(Strict):
+    """A job's topology needs, by level name (`cluster.topology_levels`, or `node`).
+
+    `required`: every pod in one domain of that level (hard). `preferred`: fewer domains of that
+    level is better (soft, `topology.spread`). `slice`: see TopologySlice.
+    """
+
+    required: str | None = Field(None, min_length=1)
+    preferred: str | None = Field(None, min_length=1)
+    slice: TopologySlice | None = None
+
+
+class Job(Strict):
+    name: str = Field(min_length=1)
+    team: str | None = None
+    priority: int = Field(0, ge=-(2**31), le=2**31)
+    submitted_at: datetime | None = None
+    _tz = field_validator("submitted_at")(as_utc)
+    preemptible: bool = False
+    min_available: int | None = Field(None, ge=1)
+    tasks: list[Task] = Field(min_length=1)
+    #: where the gang's pods may sit in the cluster hierarchy (compile/topology.py)
+    topology: JobTopology | None = None
+    #: may run on spot nodes (which can be reclaimed at any time); false keeps it off spot entirely
+    spot_ok: bool = False
+    #: hours between checkpoints: a reclaim loses half of one interval on average (unset = no checkpoints)
+    checkpoint_interval_h: float | None = Field(None, gt=0)
+    #: expected hours of running; prices a placement (unset: costed as one hour)
+    expected_runtime_h: float | None = Field(None, gt=0)
+    #: may wait for off-peak hours (policy.peak) rather than run now
+    deferrable: bool = False
+    #: peak GPU memory one of the job's GPUs (or MIG instances) held over the last metrics window
+    #: (`placement usage annotate` writes it from DCGM); below a task's gpu_memory_gib it costs
+    #: `usage.over_declared`, and it sizes the MIG instance a `right_size` job may be moved to
+    observed_gpu_memory_gib: float | None = Field(None, ge=0)
+    #: mean utilisation of the job's GPUs over that window, 0..1 (DCGM_FI_DEV_GPU_UTIL / 100); a right-sized
+    #: pod's instance has at least this × policy.right_size_headroom of the GPU's SMs
+    observed_sm_util: float | None = Field(None, ge=0, le=1)
+    #: opt in: one-GPU pods may take a MIG instance with observed_gpu_memory_gib × policy.right_size_headroom
+    #: instead (compile/usage.py); no observation, no offer
+    right_size: bool = False
+
+    @property
+    def pods(self) -> int:
+        return sum(t.replicas for t in self.tasks)
+
+    @property
+    def needed(self) -> int:
+        """Pods that must be placed for the gang to run (min_available, default all)."""
+        return self.min_available if self.min_available is not None else self.pods
+
+    @model_validator(mode="after")
+    def _check(self) -> Job:
+        errors = ErrorList("Job")
+        seen: set[str] = set()
+        for i, t in enumerate(self.tasks):
+            if t.name in seen:
+                errors.add(("tasks", i, "name"), f"duplicate task name '{t.name}'", t.name)
+            seen.add(t.name)
+        if self.min_available is not None and self.min_available > self.pods:
+            errors.add(
+                ("min_available",),
+                f"{self.min_available} exceeds the job's {self.pods} pods",
+                self.min_available,
+            )
+        if self.right_size and not any(t.gpus == 1 for t in self.tasks):
+            errors.add(("right_size",), "right-sizing moves one-GPU pods onto a MIG instance; this job has no "
+                       "task with gpus: 1", True)
+        if self.right_size and self.topology is not None:
+            errors.add(("right_size",), "a job with topology needs is not right-sized (a MIG instance has no "
+                       "NVLink peers); drop 'topology' or 'right_size'", True)
+        errors.raise_if_any()
+        return self

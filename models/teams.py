@@ -1,0 +1,80 @@
+"""Teams: fair-share weights, past usage and GPU quotas in the spirit of Kueue's ClusterQueue.
+
+All teams of a request form one cohort: a team borrows what others' nominal quota leaves idle.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from placement_models.base import Strict, as_utc
+from placement_models.errors import ErrorList
+from pydantic import Field, field_validator, model_validator
+
+
+class GpuQuota(Strict):
+    """A team's GPUs in one scope (the whole cluster, or one flavor), as Kueue counts them.
+
+    `nominal` is the team's own share. It may hold up to `nominal + borrowing_limit` (no limit when
+    unset) by borrowing what other teams' nominal leaves idle, and lends at most `lending_limit`
+    of its own idle nominal (all of it when unset); the rest of its nominal is never lent. Whole
+    GPUs: fractional GPUs (sharing) are not counted by quotas.
+    """
+
+    nominal: int = Field(ge=0, le=10_000_000)
+    borrowing_limit: int | None = Field(None, ge=0, le=10_000_000)
+    lending_limit: int | None = Field(None, ge=0, le=10_000_000)
+
+
+class FlavorQuota(Strict):
+    """Quota on one flavor of GPUs (Kueue's ResourceFlavor): the nodes of a pool, of a GPU model, or both."""
+
+    pool: str | None = Field(None, min_length=1)
+    gpu_model: str | None = Field(None, min_length=1)
+    gpus: GpuQuota
+
+    @model_validator(mode="after")
+    def _check(self) -> FlavorQuota:
+        if self.pool is None and self.gpu_model is None:
+            errors = ErrorList("FlavorQuota")
+            errors.add(("pool",), "a flavor names a pool, a gpu_model or both (the whole cluster is quota.gpus)",
+                       None, "missing")
+            errors.raise_if_any()
+        return self
+
+
+class Quota(Strict):
+    """Per resource limits; only GPUs are counted (CPU and memory follow the GPUs they serve)."""
+
+    gpus: GpuQuota | None = None
+    flavors: list[FlavorQuota] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check(self) -> Quota:
+        errors = ErrorList("Quota")
+        _unique_keys(errors, [(f.pool, f.gpu_model) for f in self.flavors])
+        errors.raise_if_any()
+        return self
+
+
+def _unique_keys(errors: ErrorList, keys: list[tuple[str | None, str | None]]) -> None:
+    seen: set[tuple[str | None, str | None]] = set()
+    for i, key in enumerate(keys):
+        if key in seen:
+            errors.add(("flavors", i), f"duplicate flavor (pool={key[0]}, gpu_model={key[1]})", None)
+        seen.add(key)
+
+
+class Team(Strict):
+    """A tenant: its weight in the fair share, its past usage, and its quota (all in one cohort)."""
+
+    name: str = Field(min_length=1)
+    weight: float = Field(1.0, gt=0)
+    #: GPU-hours used in the past; decayed to `policy.now` with `usage_half_life_h` when `usage_at` is set
+    usage_gpu_h: float = Field(0.0, ge=0)
+    #: when `usage_gpu_h` was measured (unset: the caller already decayed it to now)
+    usage_at: datetime | None = None
+    usage_half_life_h: float | None = Field(None, gt=0)
+    quota: Quota | None = None
+
+    _tz = field_validator("usage_at")(as_utc)

@@ -1,0 +1,115 @@
+"""The cluster side of an import: PriorityClasses, Nodes, the topology levels and the queues.
+
+Read first, because workloads refer to them: a pod's priority class, the node it is bound to,
+the level a topology request names, the queue a job waits in. Queue objects of Volcano, Kueue
+(ClusterQueue, ResourceFlavor, LocalQueue, Cohort) and KAI become teams through placement.kube.queues.
+"""
+
+from __future__ import annotations
+
+from placement.kube.nodes import CLIQUE, HOSTNAME, assign_pools, read_node
+from placement.kube.objects import KubeError, Problem
+from placement.kube.queues import Scope, cluster_queue, flavor_scope, kai_queues, volcano_queue
+from placement.kube.state import ImportState
+
+
+class ClusterObjects(ImportState):
+    """Readers of the objects that describe the cluster rather than its work."""
+
+    def _priority_classes(self) -> None:
+        for obj in self.of("scheduling.k8s.io", "PriorityClass"):
+            root = obj.view()
+            self.classes[obj.name] = root.integer("value", required=True)
+            if root.get("globalDefault", bool, False):
+                self.default_priority = self.classes[obj.name]
+        for obj in self.of("kueue.x-k8s.io", "WorkloadPriorityClass"):
+            self.workload_classes[obj.name] = obj.view().integer("value", required=True)
+
+    def _nodes(self) -> None:
+        seen: set[str] = set()
+        for obj in self.of("", "Node"):
+            info = self.attempt(read_node, obj, self.options.pool_labels, self.warnings)
+            if info is None:
+                continue
+            if info.name in seen:
+                self.problems.append(Problem(obj.where, "metadata.name", f"node '{info.name}' is listed twice"))
+            seen.add(info.name)
+            self.nodes.append(info)
+            self.origins.hostnames[info.name] = info.hostname
+        if not self.nodes and not self.problems:
+            raise KubeError([Problem("input", "", "no Node objects: the request needs the cluster's nodes "
+                                     "(kubectl get nodes -o json)")])
+        self.pools = assign_pools(self.nodes, self.options.prices)
+        names = {p["name"] for p in self.pools}
+        for pool in sorted(set(self.options.prices) - names):
+            self.problems.append(Problem("option prices", pool, f"no such pool (pools: {', '.join(sorted(names))})"))
+
+    def _topology(self) -> None:
+        """Levels from a Kueue or KAI Topology (label keys, widest first), else nvlink_domain/rack/block."""
+        topologies = self.of("kueue.x-k8s.io", "Topology") + self.of("kai.scheduler", "Topology")
+        for label, level in ((CLIQUE, "nvlink_domain"), (self.options.rack_label, "rack"),
+                             (self.options.block_label, "block")):
+            if label:
+                self.label_level[label] = level
+        if not topologies:
+            return
+        chosen = topologies[0]
+        labels = [v.text("nodeLabel", required=True) for v in chosen.view().sub("spec").items("levels")]
+        if not labels:
+            chosen.view().sub("spec").fail("levels", "required: at least one level")
+        if HOSTNAME in labels[:-1]:
+            chosen.view().sub("spec").fail("levels", f"{HOSTNAME} may only be the lowest level")
+        for other in topologies[1:]:
+            other_labels = [v.text("nodeLabel") for v in other.view().sub("spec").items("levels")]
+            if other_labels != labels:
+                self.warnings.add(other.where, "spec.levels", f"only one topology is used: {chosen.ref}'s levels")
+        self.origins.topology_labels = labels
+        self.levels = []
+        for label in reversed(labels):
+            if label == HOSTNAME:
+                continue
+            level = "nvlink_domain" if label == CLIQUE else label
+            self.label_level[label] = level
+            self.levels.append(level)
+        if self.options.rack_label or self.options.block_label:
+            self.warnings.add(chosen.where, "spec.levels", "the Topology's levels are used; rack/block labels "
+                              "only fill node.topology")
+
+    def _queues(self) -> None:
+        flavors: dict[str, Scope | None] = {}
+        for obj in self.of("kueue.x-k8s.io", "ResourceFlavor"):
+            spec = obj.view().sub("spec")
+            self.queues.flavor_nodes[obj.name], flavors[obj.name] = flavor_scope(obj, self.nodes)
+            for key in ("nodeTaints", "tolerations"):
+                if spec.has(key):
+                    self.warnings.add(obj.where, f"spec.{key}", "flavor taints/tolerations are not added to "
+                                      "workloads: the nodes' own taints apply")
+        self.origins.flavor_nodes = self.queues.flavor_nodes
+        for obj in self.of("scheduling.volcano.sh", "Queue"):
+            team = self.attempt(volcano_queue, obj, self.warnings)
+            if team is not None:
+                self.attempt(self.queues.add, team, obj)
+        kai = self.of("scheduling.run.ai", "Queue")
+        for team in self.attempt(kai_queues, kai, self.warnings) or []:
+            obj = next(o for o in kai if o.name == team.name)
+            self.attempt(self.queues.add, team, obj)
+        cohorts: set[str] = set()
+        for obj in self.of("kueue.x-k8s.io", "ClusterQueue"):
+            team = self.attempt(cluster_queue, obj, flavors, self.warnings)
+            if team is not None:
+                self.attempt(self.queues.add, team, obj)
+                self.origins.team_flavors[team.name] = list(team.flavors)
+                if team.cohort:
+                    cohorts.add(team.cohort)
+        if len(cohorts) > 1:
+            self.warnings.add("ClusterQueues", "spec.cohortName", f"cohorts {sorted(cohorts)}: placement/v1 has one "
+                              "cohort per request, so every queue may borrow from every other")
+        for obj in self.of("kueue.x-k8s.io", "Cohort"):
+            self.warnings.add(obj.where, "spec", "Cohort objects (hierarchy, cohort-level quotas) are not honoured")
+        for obj in self.of("topology.volcano.sh", "HyperNode"):
+            self.warnings.add(obj.where, "spec", "HyperNode tiers are not read: use a Kueue/KAI Topology or the "
+                              "rack/block label options")
+        for obj in self.of("kueue.x-k8s.io", "LocalQueue"):
+            cq = self.attempt(lambda o: o.view().sub("spec").text("clusterQueue", required=True), obj)
+            if cq is not None:
+                self.queues.local_queues[obj.namespace, obj.name] = cq
