@@ -1,8 +1,9 @@
 """`placement bench DIR|FILE|generated`: solve instances and report model size, speed and quality.
 
-For every instance: the model's size and build time beside the solve time (a model too big for a cycle shows in its size first), the time
-to the first plan (the greedy one), the status and gap, and the plan against the greedy baseline
-in both objective and GPUs placed. Numbers only: benchmarks never assert timings.
+For every instance: the model's size and build time beside the solve time (a model too big for a
+cycle shows in its size first), the time to the first plan (the greedy one), the status and gap,
+and the plan against the greedy baseline in both objective and GPUs placed. Numbers only:
+benchmarks never assert timings.
 """
 
 from __future__ import annotations

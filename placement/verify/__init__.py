@@ -1,0 +1,108 @@
+"""The second opinion: every hard rule of a plan, recomputed from the request alone.
+
+This package deliberately shares no code with the compiler, the solver, the decoder or the greedy
+baseline, and never touches CP-SAT: its modules import only the standard library, the wire format
+(`placement_models`), the GPU catalog (`placement.catalog`) and each other. If the compiler
+mis-encodes a rule, the solver will happily satisfy the wrong model and the decoder will
+faithfully report it; only a checker that derives the rules again, independently, from the
+request can catch that. Keep it simple and obviously right rather than fast.
+
+Each violation is one string, ``"<rule>: <what, naming the objects>"``, so callers can grep or
+group by rule. Messages come out in a fixed rule order (see `RULES`) and, within a rule, in the
+order of the request's and plan's own lists, so the same inputs always give the same report.
+
+One module per concern, as the compiler has (`context` holds the indexes they all read); the
+order of `RULES` below is the order of the report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from placement_models import PlacementRequest, Plan
+
+from placement.verify import (
+    capacity,
+    cost,
+    gang,
+    mig,
+    objective,
+    preemption,
+    quota,
+    reference,
+    selectors,
+    sharing,
+    topology,
+    usage,
+)
+from placement.verify.context import EPS, Context
+from placement.verify.selectors import BLOCKING_EFFECTS, effective_labels
+from placement.verify.topology import topology_domains, topology_report
+
+
+class PlanViolation(Exception):
+    """A plan broke hard rules; `.violations` lists them so callers can show every one at once."""
+
+    def __init__(self, violations: list[str]) -> None:
+        self.violations = list(violations)
+        shown = "\n".join(self.violations)
+        super().__init__(f"plan violates {len(self.violations)} rule(s):\n{shown}")
+
+
+def verify(request: PlacementRequest, plan: Plan) -> list[str]:
+    """All violations of `plan` against `request`, one string each; an empty list means valid."""
+    ctx = Context.build(request, plan)
+    out: list[str] = []
+    for _rule, check_rule in _CHECKS:
+        out.extend(check_rule(ctx))
+    return out
+
+
+def check(request: PlacementRequest, plan: Plan) -> None:
+    """Raise `PlanViolation` unless `plan` is valid: the gate `placement.plan()` passes plans through."""
+    violations = verify(request, plan)
+    if violations:
+        raise PlanViolation(violations)
+
+
+#: (rule name, checker) in the order messages are reported.
+_CHECKS: tuple[tuple[str, Callable[[Context], list[str]]], ...] = (
+    ("api_version", reference.check_api_version),
+    ("reference", reference.check_reference),
+    ("gpus", capacity.check_gpus),
+    ("capacity.cpu", capacity.check_cpu),
+    ("capacity.memory", capacity.check_memory),
+    ("gpu_memory", capacity.check_gpu_memory),
+    ("selector", selectors.check_selector),
+    ("taints", selectors.check_taints),
+    ("gang", gang.check_gang),
+    ("topology.required", topology.check_required),
+    ("topology.slice", topology.check_slice),
+    ("pending", gang.check_pending),
+    ("spot", cost.check_spot),
+    ("reserve", cost.check_reserve),
+    ("provisioning", cost.check_provisioning),
+    ("objective", objective.check_objective),
+    ("quota", quota.check_quota),
+    ("preemption", preemption.check_preemption),
+    ("mig", mig.check_mig),
+    ("sharing", sharing.check_sharing),
+    ("right_size", usage.check_right_size),
+)
+
+
+#: Every rule name a violation can start with, in report order.
+RULES: tuple[str, ...] = tuple(name for name, _ in _CHECKS)
+
+
+__all__ = [
+    "BLOCKING_EFFECTS",
+    "EPS",
+    "RULES",
+    "PlanViolation",
+    "check",
+    "effective_labels",
+    "topology_domains",
+    "topology_report",
+    "verify",
+]

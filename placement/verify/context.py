@@ -1,0 +1,122 @@
+"""The indexes every rule reads, built once from the request and the plan.
+
+Each rule is a plain function of a `Context`: the request, the plan, and lookups derived from them
+here (nodes by name, including those the plan adds; GPUs held by running jobs; assignments whose
+job, task and node exist). The small helpers below keep messages uniform across rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from placement_models import Assignment, Job, Node, PlacementRequest, Plan, Task
+
+#: Tolerance for float resources: request values are decimal, sums of them are not exact.
+EPS = 1e-6
+
+
+@dataclass
+class Resolved:
+    """An assignment whose job, task and node exist; only these can be checked against resources."""
+
+    index: int
+    a: Assignment
+    job: Job
+    task: Task
+    node: Node
+    #: a one-GPU pod of a `right_size` job on a MIG instance: `task` is the MIG task it became
+    right_sized: bool = False
+
+
+@dataclass
+class Context:
+    """The request and plan, indexed: what every rule reads."""
+
+    request: PlacementRequest
+    plan: Plan
+    nodes: dict[str, Node]
+    pending_jobs: dict[str, Job]
+    running_jobs: set[str]
+    # (node, gpu index) -> running job that holds the GPU.
+    held: dict[tuple[str, int], str]
+    running_cpu: dict[str, float]
+    running_mem: dict[str, float]
+    resolved: list[Resolved] = field(default_factory=list)
+    #: running jobs the plan preempts: their GPUs, CPU and memory are free for the plan's pods
+    evicted: set[str] = field(default_factory=set)
+    #: views several rules read, each computed once per check; `topology.domains_of` fills the first
+    domain_cache: dict[str, dict[str, str]] | None = field(default=None, repr=False)
+    _job_nodes: dict[str, list[Resolved]] | None = field(default=None, repr=False)
+
+    def job_nodes(self) -> dict[str, list[Resolved]]:
+        """Per job, its resolved assignments."""
+        if self._job_nodes is None:
+            self._job_nodes = {}
+            for r in self.resolved:
+                self._job_nodes.setdefault(r.job.name, []).append(r)
+        return self._job_nodes
+
+    @classmethod
+    def build(cls, request: PlacementRequest, plan: Plan) -> Context:
+        held: dict[tuple[str, int], str] = {}
+        cpu: dict[str, float] = {}
+        mem: dict[str, float] = {}
+        evicted = {p.job for p in plan.preemptions}
+        for rj in request.cluster.running:
+            if rj.job in evicted:
+                continue
+            for pod in rj.pods:
+                for g in [] if pod.gpu_share is not None else pod.gpus:  # shared GPUs: the sharing rule
+                    held.setdefault((pod.node, g), rj.job)
+                cpu[pod.node] = cpu.get(pod.node, 0.0) + pod.cpu
+                mem[pod.node] = mem.get(pod.node, 0.0) + pod.memory_gib
+        ctx = cls(
+            request=request,
+            plan=plan,
+            nodes={**{n.name: n for n in request.cluster.nodes}, **_added_nodes(request, plan)},
+            pending_jobs={j.name: j for j in request.jobs},
+            running_jobs={rj.job for rj in request.cluster.running},
+            held=held,
+            running_cpu=cpu,
+            running_mem=mem,
+            evicted=evicted & {rj.job for rj in request.cluster.running},
+        )
+        for i, a in enumerate(plan.assignments):
+            job = ctx.pending_jobs.get(a.job)
+            task = find_task(job, a.task) if job else None
+            node = ctx.nodes.get(a.node)
+            if job and task and node:
+                if job.right_size and task.gpus == 1 and a.mig is not None:
+                    # Checked as the MIG task it became; the right_size rule checks it may and is big enough.
+                    moved = task.model_copy(update={"gpus": 0, "mig_profile": a.mig.profile, "gpu_memory_gib": None})
+                    ctx.resolved.append(Resolved(i, a, job, moved, node, right_sized=True))
+                else:
+                    ctx.resolved.append(Resolved(i, a, job, task, node))
+        return ctx
+
+
+def find_task(job: Job, name: str) -> Task | None:
+    return next((t for t in job.tasks if t.name == name), None)
+
+
+def pod_name(a: Assignment) -> str:
+    return f"pod {a.job}/{a.task}/{a.pod}"
+
+
+def num(x: float) -> str:
+    return f"{x:g}"
+
+
+def _added_nodes(request: PlacementRequest, plan: Plan) -> dict[str, Node]:
+    """Nodes the plan says it adds, built from their pool's template, when the name is one the pool offers."""
+    pools = {p.name: p for p in request.cluster.pools}
+    out: dict[str, Node] = {}
+    for entry in plan.provisioned:
+        pool = pools.get(entry.pool)
+        if pool is None or pool.provisionable is None:
+            continue
+        offered = pool.provisionable.node_names(pool.name)
+        for name in entry.nodes:
+            if name in offered and name not in out:
+                out[name] = pool.provisionable.materialise(pool.name, offered.index(name))
+    return out
