@@ -1,6 +1,8 @@
 """Pending work: jobs, their tasks (identical pods) and their topology needs.
 
-A job is a gang: it runs when `min_available` of its pods are placed (all of them by default).
+A job is a gang: it runs when each task has at least its `min_replicas` pods placed and the job at
+least `min_available` pods in all (by default every pod: all or nothing). An elastic gang runs with
+anything between its minimum and every pod.
 """
 
 from __future__ import annotations
@@ -29,11 +31,16 @@ class Task(Strict):
     mig_profile: str | None = Field(None, min_length=1)
     #: each pod takes this fraction of one time-sliced/MPS GPU (openb's gpu_milli / 1000)
     gpu_share: float | None = Field(None, gt=0, le=1)
-
+    #: pods of this task that must be placed for the job to run (an elastic task runs with min_replicas to
+    #: replicas pods). Unset: every replica, or 0 when the job sets min_available (then only its total counts)
+    min_replicas: int | None = Field(None, ge=0, le=100_000)
 
     @model_validator(mode="after")
     def _check(self) -> Task:
         errors = ErrorList("Task")
+        if self.min_replicas is not None and self.min_replicas > self.replicas:
+            errors.add(("min_replicas",), f"{self.min_replicas} exceeds the task's {self.replicas} replicas",
+                       self.min_replicas)
         fractional = self.mig_profile is not None or self.gpu_share is not None
         if self.gpu_memory_gib is not None and self.gpus == 0 and not fractional:
             errors.add(("gpu_memory_gib",), "set only for tasks that ask for GPUs (gpus > 0, mig_profile or "
@@ -85,7 +92,9 @@ class Job(Strict):
     submitted_at: datetime | None = None
     _tz = field_validator("submitted_at")(as_utc)
     preemptible: bool = False
-    min_available: int | None = Field(None, ge=1)
+    #: pods that must be placed in all (default: the sum of the tasks' min_replicas, which is every pod when no
+    #: task sets one); at least that sum when both are given
+    min_available: int | None = Field(None, ge=1, le=10_000_000)
     tasks: list[Task] = Field(min_length=1)
     #: where the gang's pods may sit in the cluster hierarchy (compile/topology.py)
     topology: JobTopology | None = None
@@ -112,10 +121,24 @@ class Job(Strict):
     def pods(self) -> int:
         return sum(t.replicas for t in self.tasks)
 
+    def task_minimum(self, task: Task) -> int:
+        """Pods of `task` (one of this job's) that must be placed for the job to run: its min_replicas, else
+        every replica, or 0 when the job sets min_available (the job's total is then the only minimum)."""
+        if task.min_replicas is not None:
+            return task.min_replicas
+        return 0 if self.min_available is not None else task.replicas
+
     @property
     def needed(self) -> int:
-        """Pods that must be placed for the gang to run (min_available, default all)."""
-        return self.min_available if self.min_available is not None else self.pods
+        """Pods that must be placed for the gang to run: max(min_available, Σ task minimums), at least one
+        (every pod when neither min_available nor any min_replicas is set)."""
+        floor = sum(self.task_minimum(t) for t in self.tasks)
+        return max(1, floor, self.min_available or 0)
+
+    @property
+    def elastic(self) -> bool:
+        """May run with fewer than all of its pods."""
+        return self.needed < self.pods
 
     @model_validator(mode="after")
     def _check(self) -> Job:
@@ -129,6 +152,14 @@ class Job(Strict):
             errors.add(
                 ("min_available",),
                 f"{self.min_available} exceeds the job's {self.pods} pods",
+                self.min_available,
+            )
+        minimums = sum(t.min_replicas or 0 for t in self.tasks)
+        if self.min_available is not None and minimums > self.min_available:
+            errors.add(
+                ("min_available",),
+                f"{self.min_available} is below the {minimums} pods the tasks' min_replicas require; raise it to "
+                f"at least {minimums} or leave it unset (the job's minimum is then that sum)",
                 self.min_available,
             )
         if self.right_size and not any(t.gpus == 1 for t in self.tasks):

@@ -26,9 +26,18 @@ class Assignment(PlanModel):
     gpu_share: float | None = None
 
 
+PreemptionRule = Literal["within_team", "reclaim_within_cohort", "borrow_within_cohort"]
+
+
 class Preemption(PlanModel):
+    """A running job the plan evicts, whole, the placed job it makes room for and the rule of
+    `policy.preemption` that allows it (placement always sets both; verify rejects an entry without them)."""
+
     job: str
     reason: str
+    #: the placed job with a pod on one of the victim's nodes that the eviction makes room for
+    for_job: str = ""
+    rule: PreemptionRule | None = None
 
 
 class MigChange(PlanModel):
@@ -91,8 +100,9 @@ class JobCost(PlanModel):
     """Expected cost of one placed job, in the pools' currency."""
 
     job: str
-    gpus: int = Field(description="GPUs the job holds")
-    spot_gpus: int = Field(0, description="of which on spot nodes")
+    gpus: float = Field(description="GPU-equivalents the job holds (a MIG pod its instance's memory slices over "
+                        "its GPU's, a shared pod its gpu_share)")
+    spot_gpus: float = Field(0, description="of which on spot nodes")
     runtime_h: float = Field(description="expected runtime used for the price (1 h when the job gives none)")
     per_hour: float = Field(description="price of the GPUs it holds, per hour")
     compute: float = Field(description="per_hour × runtime_h")
@@ -107,8 +117,8 @@ class CostSummary(PlanModel):
     compute: float = 0.0
     reclaim_risk: float = 0.0
     provisioning: float = Field(0.0, description="minimum billing of added nodes beyond what their pods pay")
-    per_hour: float = Field(0.0, description="price per hour of every GPU the plan places")
-    gpu_hours: float = Field(0.0, description="placed GPUs × their jobs' expected runtime")
+    per_hour: float = Field(0.0, description="price per hour of every GPU-equivalent the plan places")
+    gpu_hours: float = Field(0.0, description="placed GPU-equivalents × their jobs' expected runtime")
     jobs: list[JobCost] = Field(default_factory=list)
 
 
@@ -124,10 +134,11 @@ class TeamReport(PlanModel):
 
     team: str
     weight: float
-    gpus_held: int = Field(description="GPUs the team holds after the plan: running jobs kept plus placed jobs")
-    gpus_placed: int = Field(0, description="of which placed by this plan")
-    gpus_preempted: int = Field(0, description="GPUs of the team's running jobs this plan preempts")
-    gpus_pending: int = Field(0, description="GPUs of the team's jobs left pending")
+    gpus_held: float = Field(description="GPU-equivalents the team holds after the plan: running jobs kept plus "
+                             "placed jobs (a MIG pod its instance's fraction of its GPU, a shared pod its share)")
+    gpus_placed: float = Field(0, description="of which placed by this plan")
+    gpus_preempted: float = Field(0, description="GPU-equivalents of the team's running jobs this plan preempts")
+    gpus_pending: float = Field(0, description="GPU-equivalents of the team's jobs left pending")
     entitlement: float = Field(description="weighted max-min fair share of the cluster's GPUs given the team's "
                                "demand, quota and past usage (placement/teams.py)")
     nominal: float | None = Field(None, description="the team's cluster-wide nominal GPU quota, if any")

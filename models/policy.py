@@ -6,10 +6,19 @@ Everything here tunes the solve; none of it describes the cluster or the work.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from placement_models.base import Strict, as_utc
 from placement_models.cluster import GpuSharing
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 
 
 class Weights(Strict):
@@ -25,8 +34,10 @@ class Weights(Strict):
     fairness: float = Field(1.0, ge=0)
     #: per GPU of a placed job, per day it has waited since `submitted_at` (capped at 30 days)
     aging: float = Field(0.1, ge=0)
-    #: per GPU-hour of work a preemption loses since the victim's last checkpoint (compile/preemption.py)
-    preemption: float = Field(0.1, ge=0)
+    #: the most the victims on one node may cost together, in GPUs of the cheapest priority class that may
+    #: preempt them; below 1 a job that fits by evicting allowed victims always beats keeping them. Within it,
+    #: victims are chosen lowest priority first, then fewest, least work lost, newest (compile/preemption.py)
+    preemption: float = Field(0.5, ge=0)
     #: scales the topology terms (compile/topology.py): per extra domain of a `preferred` level, per
     #: empty multi-node domain broken into, and the in-node bandwidth shortfall of each pod
     topology: float = Field(0.5, ge=0)
@@ -66,11 +77,57 @@ class PreviousPlan(BaseModel):
     assignments: list[PreviousAssignment] = Field(default_factory=list)
 
 
+_BOOL = TypeAdapter(bool)
+
+
+class BorrowWithinCohort(Strict):
+    """Kueue's `borrowWithinCohort`: may a job that ends above its team's nominal (it borrows) preempt jobs of
+    other teams that borrow too? Only jobs of lower priority, and at most `max_priority_threshold` when set."""
+
+    policy: Literal["never", "lower_priority"] = "never"
+    max_priority_threshold: int | None = None
+
+
+class PreemptionRules(Strict):
+    """Which running jobs a pending job may preempt: one rule per relation between the two jobs' teams.
+
+    A victim is always `preemptible` and has run `policy.min_runtime_s`, and the job it makes room for is placed
+    with a pod on one of its nodes. Without teams every job is in one team, so `within_team` is cluster-wide.
+
+    * `within_team` (Kueue `withinClusterQueue`, Volcano `preempt`): a job of the same team, of lower priority;
+      `lower_or_newer_equal_priority` also one of equal priority that started after the job was submitted.
+    * `reclaim_within_cohort` (Kueue `reclaimWithinCohort`, Volcano `reclaim`): a job of another team that holds
+      more than its nominal quota where the victim runs, when the job's own team ends the plan within its
+      nominal there; `lower_priority` only victims of lower priority, `any` any priority.
+    * `borrow_within_cohort` (Kueue `borrowWithinCohort`): as reclaim, but the job's team may end above its
+      nominal (it borrows), and only victims of lower priority (at most `max_priority_threshold`).
+    """
+
+    within_team: Literal["never", "lower_priority", "lower_or_newer_equal_priority"] = "lower_priority"
+    reclaim_within_cohort: Literal["never", "lower_priority", "any"] = "any"
+    borrow_within_cohort: BorrowWithinCohort = Field(default_factory=BorrowWithinCohort)
+
+    @model_validator(mode="after")
+    def _check(self) -> PreemptionRules:
+        if self.reclaim_within_cohort == "never" and self.borrow_within_cohort.policy != "never":
+            raise ValueError("borrow_within_cohort needs reclaim_within_cohort other than 'never' (as Kueue "
+                             "rejects reclaimWithinCohort=Never with borrowWithinCohort.policy!=Never)")
+        return self
+
+
+#: what `preemption: true` stands for (frozen, so one instance serves every request)
+_DEFAULT_RULES = PreemptionRules()
+
+
 class Policy(Strict):
     time_limit_s: float = Field(10.0, gt=0, le=3600)
     workers: int = Field(2, ge=1, le=64)
     seed: int = Field(0, ge=0, le=2**31 - 1)
     deterministic: bool = False
+    #: `strict` (default): priority classes as Kubernetes PriorityClasses — no pending job could run on
+    #: what a lower class's newly placed jobs hold; within a class the joint objective decides.
+    #: `weighted`: each priority level weighs 1 to 10 per GPU, so a big low gang may outweigh a small high job
+    priority_mode: Literal["strict", "weighted"] = "strict"
     relative_gap_limit: float = Field(0.0, ge=0, le=1)
     weights: Weights = Field(default_factory=Weights)
     #: last cycle's plan: pending pods that keep their node earn weights.stability, so plans do not
@@ -85,8 +142,11 @@ class Policy(Strict):
     now: datetime | None = None
     #: a running job is never preempted before it has run this long (Slurm's PreemptExemptTime)
     min_runtime_s: float = Field(0.0, ge=0)
-    #: may the plan preempt running jobs marked `preemptible`? Off by default, like Kueue's `Never`
-    preemption: bool = False
+    #: may the plan preempt running jobs marked `preemptible`, and by which rules (Kueue's ClusterQueue
+    #: `preemption`, Volcano's preempt and reclaim actions): `false` (default, like Kueue's `Never`), `true`
+    #: (PreemptionRules' defaults: within_team lower_priority, reclaim_within_cohort any,
+    #: borrow_within_cohort never), or a PreemptionRules object; `policy.preemption_rules` resolves it
+    preemption: bool | PreemptionRules = False
     #: may the plan change MIG layouts? Free instances may be destroyed and new ones created; instances
     #: running pods hold never move; an idle GPU may be partitioned, an idle partitioned GPU made whole
     allow_mig_changes: bool = False
@@ -104,3 +164,18 @@ class Policy(Strict):
     right_size_headroom: float = Field(1.25, ge=1, le=4)
 
     _tz = field_validator("now")(as_utc)
+
+    @field_validator("preemption", mode="wrap")
+    @classmethod
+    def _rules_or_bool(cls, value: object, handler: ValidatorFunctionWrapHandler) -> bool | PreemptionRules:
+        """An object is PreemptionRules, anything else a bool: errors name the rule's own path, not the union's."""
+        if isinstance(value, dict | PreemptionRules):
+            return PreemptionRules.model_validate(value)
+        return _BOOL.validate_python(value)
+
+    @property
+    def preemption_rules(self) -> PreemptionRules | None:
+        """The rules `preemption` stands for: None when off, the defaults for `true`."""
+        if self.preemption is True:
+            return _DEFAULT_RULES
+        return self.preemption or None

@@ -1,6 +1,8 @@
-"""Teams: fair-share weights, past usage and GPU quotas in the spirit of Kueue's ClusterQueue.
+"""Teams: fair-share weights, past usage and quotas in the spirit of Kueue's ClusterQueue.
 
 All teams of a request form one cohort: a team borrows what others' nominal quota leaves idle.
+Quotas cover GPUs (cluster-wide and per flavor), CPU and memory (cluster-wide), as a Kueue
+ClusterQueue covers `nvidia.com/gpu`, `cpu` and `memory`.
 """
 
 from __future__ import annotations
@@ -17,13 +19,25 @@ class GpuQuota(Strict):
 
     `nominal` is the team's own share. It may hold up to `nominal + borrowing_limit` (no limit when
     unset) by borrowing what other teams' nominal leaves idle, and lends at most `lending_limit`
-    of its own idle nominal (all of it when unset); the rest of its nominal is never lent. Whole
-    GPUs: fractional GPUs (sharing) are not counted by quotas.
+    of its own idle nominal (all of it when unset); the rest of its nominal is never lent. Counted in
+    GPU-equivalents: a whole-GPU pod its GPUs, a MIG pod its instance's memory slices over its GPU's
+    (1g on an 8-slice GPU: 1/8), a pod on a shared GPU its `gpu_share`.
     """
 
     nominal: int = Field(ge=0, le=10_000_000)
     borrowing_limit: int | None = Field(None, ge=0, le=10_000_000)
     lending_limit: int | None = Field(None, ge=0, le=10_000_000)
+
+
+class ResourceQuota(Strict):
+    """A team's CPU (cores) or memory (GiB) quota, cluster-wide, with GpuQuota's borrowing and lending rules.
+
+    Every pod counts what it requests (`cpu`, `memory_gib`), running pods what they hold.
+    """
+
+    nominal: float = Field(ge=0, le=10_000_000)
+    borrowing_limit: float | None = Field(None, ge=0, le=10_000_000)
+    lending_limit: float | None = Field(None, ge=0, le=10_000_000)
 
 
 class FlavorQuota(Strict):
@@ -44,10 +58,13 @@ class FlavorQuota(Strict):
 
 
 class Quota(Strict):
-    """Per resource limits; only GPUs are counted (CPU and memory follow the GPUs they serve)."""
+    """Per resource limits: GPUs cluster-wide (`gpus`) and per flavor (`flavors`); CPU and memory cluster-wide
+    (a CPU or memory quota per flavor is not expressible: it counts every node)."""
 
     gpus: GpuQuota | None = None
     flavors: list[FlavorQuota] = Field(default_factory=list)
+    cpu: ResourceQuota | None = None
+    memory_gib: ResourceQuota | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Quota:

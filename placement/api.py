@@ -2,11 +2,12 @@
 
 The pipeline, one stage per layer, each stage a module or package of its own:
 
-    validate (placement_models) → index the request, with the usage stage's right-size offers
-    (placement.rightsize → placement.problem) → greedy (placement.baseline, the floor, ready in
-    milliseconds) → compile (placement.candidates, placement.compile) → search from the greedy
-    plan (placement.search) → decode and explain (placement.decode, placement.explain) →
-    independent verification (placement.verify).
+    validate (placement_models) → index the request (placement.problem), with the usage stage's
+    right-size offers (placement.rightsize) and without the jobs that can never fit
+    (placement.screen) → greedy (placement.baseline, the floor, ready in milliseconds) → compile
+    (placement.candidates, placement.compile) → search from the greedy plan (placement.search) →
+    decode and explain (placement.decode, placement.explain) → independent verification
+    (placement.verify).
 
 docs/architecture.md draws the layers and says where each rule lives and where it is checked.
 """
@@ -20,7 +21,7 @@ from typing import Any
 
 from placement_models import PlacementRequest, Plan
 
-from placement import candidates, pricing, rightsize, search
+from placement import candidates, pricing, screen, search
 from placement import compile as compiler
 from placement.baseline import greedy
 from placement.decode import decode
@@ -41,7 +42,7 @@ def plan(request: PlacementRequest | dict[str, Any], *, log: Callable[[str], Non
     """
     req = parse(request)
     start = time.perf_counter()
-    problem = rightsize.build_problem(req)  # the usage stage: right-size offers beside declared tasks
+    problem = screen.build_problem(req)  # right-size offers beside declared tasks; jobs that can never fit out
     baseline = greedy(problem, pricing.held_back(req, problem.nodes, problem.free))  # reserve honoured
     first_plan_s = time.perf_counter() - start
 

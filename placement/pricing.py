@@ -3,14 +3,18 @@
 One place for the arithmetic that the compiler (objective terms), the greedy floor (reserve),
 decode (the plan's cost report) and the benchmarks all need, so they cannot drift apart.
 
-The cost model, per pod of job j on node n with g GPUs:
+The cost model, per pod of job j on node n with g GPU-equivalents (a whole-GPU pod its GPUs, a MIG
+pod its instance's memory slices over its GPU's, a pod on a shared GPU its share: a fraction of a
+GPU pays that fraction of the pool's price, on spot and on-demand pools alike):
 
 * ``compute = price(n) × g × T_j`` — GPU-hours at the node's pool price; ``T_j`` is the job's
   ``expected_runtime_h`` (one hour when unknown, so the figure reads as a rate);
 * ``reclaim_risk = lost_h × price(n) × G_j`` on spot nodes, where ``lost_h`` is the expected
   extra running time that reclaims at rate ``λ(n)`` cause. A reclaim stops the *whole gang*
-  (``G_j`` GPUs), loses the work since the last checkpoint (every ``I_j`` hours; a job without
-  checkpoints has ``I_j = T_j`` and starts over) and costs a restart of ``RESTART_H``. With
+  (``G_j`` GPU-equivalents: its whole GPUs, or what its placed pods take if more, so a gang of MIG
+  or shared pods counts its fractions; the model uses the fractions on its candidates), loses the
+  work since the last checkpoint (every ``I_j`` hours; a job without checkpoints has
+  ``I_j = T_j`` and starts over) and costs a restart of ``RESTART_H``. With
   exponential reclaims each interval takes ``e^{λR}(e^{λI} − 1)/λ`` hours on average, so
   ``lost_h = (T/I)·e^{λR}(e^{λI} − 1)/λ − T``. For ``λI ≪ 1`` this is the familiar
   ``λ × T × (I/2 + R)``; for long intervals it grows exponentially, as a 48-hour job without
@@ -83,19 +87,23 @@ def lost_h(job: Job, reclaim: np.ndarray | float) -> np.ndarray | float:
 
 
 def job_gpus(job: Job) -> int:
+    """Whole GPUs of the job's spec (MIG and shared pods: see `gang_gpus` of the callers)."""
     return sum(t.gpus * t.replicas for t in job.tasks)
 
 
-def compute_cost(job: Job, pod_gpus: int, price: np.ndarray | float) -> np.ndarray | float:
+def compute_cost(job: Job, pod_gpus: np.ndarray | float, price: np.ndarray | float) -> np.ndarray | float:
+    """`pod_gpus` in GPU-equivalents: a MIG or shared pod pays its fraction of the GPU-hour price."""
     return price * pod_gpus * runtime_h(job)
 
 
-def reclaim_risk(job: Job, price: np.ndarray | float, reclaim: np.ndarray | float) -> np.ndarray | float:
+def reclaim_risk(job: Job, price: np.ndarray | float, reclaim: np.ndarray | float,
+                 gang_gpus: float | None = None) -> np.ndarray | float:
     """Priced expected lost work of the gang, per pod placed on a node with reclaim rate `reclaim`.
 
-    CPU-only pods (launchers) stop the gang too when reclaimed, so they carry the same risk.
+    CPU-only pods (launchers) stop the gang too when reclaimed, so they carry the same risk. `gang_gpus`:
+    the gang's GPU-equivalents (default: its whole GPUs).
     """
-    return lost_h(job, reclaim) * price * job_gpus(job)
+    return lost_h(job, reclaim) * price * (job_gpus(job) if gang_gpus is None else gang_gpus)
 
 
 def reserve_allowance(request: PlacementRequest, nodes: Sequence[Node], free_gpus: np.ndarray) -> dict[str, int]:
@@ -136,23 +144,27 @@ def held_back(request: PlacementRequest, nodes: Sequence[Node], free: np.ndarray
     return out
 
 
-def summary(request: PlacementRequest, nodes: Sequence[Node], pods: Sequence[tuple[Job, int, int]],
+def summary(request: PlacementRequest, nodes: Sequence[Node], pods: Sequence[tuple[Job, int, float]],
             opened: Sequence[int]) -> CostSummary | None:
-    """The plan's expected cost from (job, node index, pod GPUs) per placed pod and the added nodes."""
+    """The plan's expected cost from (job, node index, pod GPU-equivalents) per placed pod and the added nodes."""
     prices = node_prices(request.cluster.pools, nodes)
     if not priced(request):
         return None
     per_job: dict[str, dict[str, float]] = {}
     jobs: dict[str, Job] = {}
+    placed: dict[str, float] = {}
+    for job, _, g in pods:
+        placed[job.name] = placed.get(job.name, 0.0) + g
     for job, n, g in pods:
-        row = per_job.setdefault(job.name, {"gpus": 0, "spot": 0, "hour": 0.0, "compute": 0.0, "risk": 0.0})
+        row = per_job.setdefault(job.name, {"gpus": 0.0, "spot": 0.0, "hour": 0.0, "compute": 0.0, "risk": 0.0})
         jobs[job.name] = job
         row["gpus"] += g
-        row["spot"] += g if prices.spot[n] else 0
+        row["spot"] += g if prices.spot[n] else 0.0
         row["hour"] += float(prices.price[n]) * g
         row["compute"] += float(compute_cost(job, g, prices.price[n]))
-        row["risk"] += float(reclaim_risk(job, prices.price[n], prices.reclaim[n]))
-    rows = [JobCost(job=name, gpus=int(r["gpus"]), spot_gpus=int(r["spot"]), runtime_h=runtime_h(jobs[name]),
+        gang = max(float(job_gpus(job)), placed[job.name])
+        row["risk"] += float(reclaim_risk(job, prices.price[n], prices.reclaim[n], gang))
+    rows = [JobCost(job=name, gpus=_r(r["gpus"]), spot_gpus=_r(r["spot"]), runtime_h=runtime_h(jobs[name]),
                     per_hour=_r(r["hour"]), compute=_r(r["compute"]), reclaim_risk=_r(r["risk"]),
                     total=_r(r["compute"] + r["risk"]))
             for name, r in per_job.items()]

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 
 import numpy as np
 from placement_models import ErrorList, Job, Node, PlacementRequest, RunningJob, Task
+from placement_models.policy import PreemptionRules
 
 from placement import catalog, devices, pricing, provision, topology
 from placement.devices import DeviceView
@@ -71,9 +73,9 @@ class TaskInfo:
 class RunningInfo:
     """One running job, indexed for the teams modules: what it holds where, and whether it may go.
 
-    `evictable` says only that the job may be preempted at all (policy.preemption, `preemptible`,
-    past policy.min_runtime_s); whether a plan may preempt it also depends on what takes its place
-    (compile/preemption.py).
+    `evictable` says only that the job may be preempted at all (policy.preemption on, `preemptible`,
+    past policy.min_runtime_s); which pending job may preempt it, by which rule, is `Problem.eviction_rules`;
+    whether a plan does also depends on what takes its place (compile/preemption.py).
     """
 
     index: int
@@ -85,6 +87,8 @@ class RunningInfo:
     evictable: bool
     lost_gpu_h: float  # GPU-hours a preemption now would lose (since the last checkpoint, else start)
     over_nominal: bool  # its team holds more than its nominal in a quota scope where this job has GPUs
+    #: `preemptible` and past policy.min_runtime_s, whether or not policy.preemption is on (for hints)
+    ripe: bool = False
 
     @property
     def priority(self) -> int:
@@ -93,6 +97,39 @@ class RunningInfo:
     @property
     def gpus(self) -> int:
         return int(self.use[:, 0].sum())
+
+    def order(self) -> tuple[int, float, float, str]:
+        """Preference among victims, least regretted first: lowest priority, least work lost, newest
+        (latest `started_at`; unknown counts as oldest)."""
+        started = self.spec.started_at.timestamp() if self.spec.started_at is not None else float("-inf")
+        return (self.priority, self.lost_gpu_h, -started, self.spec.job)
+
+
+def allowed_rules(rules: PreemptionRules | None, priority: int, submitted_at: datetime | None, team: int,
+                  victim: RunningInfo) -> tuple[str, ...]:
+    """The rules (`within_team`, `reclaim_within_cohort`, `borrow_within_cohort`, in that order) under which a
+    pending job of this priority, submission time and team (-1: no teams declared) may preempt `victim`, before
+    the quota conditions only the plan decides: reclaim needs the job's team to end within its nominal, and both
+    cohort rules need the victim's team above its nominal where the job lands (`over_nominal` is the cheap test:
+    somewhere it runs)."""
+    if rules is None or not victim.evictable:
+        return ()
+    out: list[str] = []
+    lower = priority > victim.priority
+    if team == victim.team:  # also when no teams are declared: one team, cluster-wide
+        newer = (rules.within_team == "lower_or_newer_equal_priority" and priority == victim.priority
+                 and submitted_at is not None and victim.spec.started_at is not None
+                 and submitted_at < victim.spec.started_at)
+        if rules.within_team != "never" and (lower or newer):
+            out.append("within_team")
+    elif team >= 0 and victim.team >= 0 and victim.over_nominal:
+        if rules.reclaim_within_cohort == "any" or (rules.reclaim_within_cohort == "lower_priority" and lower):
+            out.append("reclaim_within_cohort")
+        borrow = rules.borrow_within_cohort
+        if borrow.policy == "lower_priority" and lower and (
+                borrow.max_priority_threshold is None or victim.priority <= borrow.max_priority_threshold):
+            out.append("borrow_within_cohort")
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -115,14 +152,29 @@ class Problem:
     #: MIG-partitioned and shared GPUs, per node (placement.devices)
     devices: DeviceView | None = None
 
+    def eviction_rules(self, j: int, r: int) -> tuple[str, ...]:
+        """The rules of policy.preemption under which placing pending job j may preempt running job r
+        (`allowed_rules`; the quota conditions are the plan's: compile/preemption.py)."""
+        job = self.jobs[j]
+        return allowed_rules(self.request.policy.preemption_rules, job.priority, job.submitted_at,
+                             self.job_team[j] if self.job_team else -1, self.running[r])
+
     def may_evict(self, j: int, r: int) -> bool:
-        """Could placing pending job j justify preempting running job r? (higher priority, or reclaim)"""
-        info = self.running[r]
-        if not info.evictable:
-            return False
-        if self.jobs[j].priority > info.priority:
-            return True
-        return info.over_nominal and self.job_team[j] != info.team
+        """Could placing pending job j justify preempting running job r under some rule of policy.preemption?"""
+        return bool(self.eviction_rules(j, r))
+
+    def preemptable(self) -> list[int]:
+        """Running jobs some pending job may preempt under a rule (exact, over the distinct kinds of pending job)."""
+        kinds = {self.rule_kind(j): j for j in range(len(self.jobs))}
+        return [r.index for r in self.running
+                if r.evictable and any(self.may_evict(j, r.index) for j in kinds.values())]
+
+    def rule_kind(self, j: int) -> tuple[int, int, datetime | None]:
+        """What the rules read of a pending job: priority, team and, for `lower_or_newer_equal_priority`, submission."""
+        rules = self.request.policy.preemption_rules
+        newer = rules is not None and rules.within_team == "lower_or_newer_equal_priority"
+        return (self.jobs[j].priority, self.job_team[j] if self.job_team else -1,
+                self.jobs[j].submitted_at if newer else None)
 
     @property
     def n_nodes(self) -> int:
@@ -218,7 +270,7 @@ def build(request: PlacementRequest) -> Problem:
     filters = _NodeFilters(nodes, [effective_labels(n, m) for n, m in zip(nodes, models, strict=True)])
     spot = pricing.node_prices(request.cluster.pools, nodes).spot
     running, teams, job_team = _teams(request, nodes, node_index, tuple(models))
-    rooms = _Rooms(free, running, request.jobs, job_team)
+    rooms = _Rooms(free, running, request.jobs, job_team, request.policy.preemption_rules)
     tasks: list[TaskInfo] = []
     job_tasks: list[tuple[int, ...]] = []
     for j, job in enumerate(request.jobs):
@@ -277,31 +329,35 @@ def _teams(request: PlacementRequest, nodes: tuple[Node, ...], node_index: dict[
             index=r, spec=rj, nodes=np.array(where, dtype=np.int64),
             use=np.array([use[r][n] for n in where], dtype=np.int64).reshape(len(where), 3),
             gpu_ids=tuple(tuple(sorted(held[r][n])) for n in where), team=running_team[r],
-            evictable=policy.preemption and rj.preemptible and old_enough, lost_gpu_h=lost, over_nominal=bool(over),
+            evictable=policy.preemption_rules is not None and rj.preemptible and old_enough, lost_gpu_h=lost,
+            over_nominal=bool(over), ripe=rj.preemptible and old_enough,
         ))
     job_team = tuple(team_of.get(j.team, -1) if j.team else -1 for j in request.jobs)
     return tuple(out), index, job_team
 
 
 class _Rooms:
-    """Per pending job, the room it may count on: free capacity plus what preemptions it could justify free."""
+    """Per pending job, the room it may count on: free capacity plus what preemptions a rule lets it justify."""
 
     def __init__(self, free: np.ndarray, running: tuple[RunningInfo, ...], jobs: list[Job],
-                 job_team: tuple[int, ...]) -> None:
+                 job_team: tuple[int, ...], rules: PreemptionRules | None) -> None:
         self.free = free
         self.evictable = [r for r in running if r.evictable]
         self.jobs = jobs
         self.job_team = job_team
-        self.cache: dict[tuple[int, int], np.ndarray] = {}
+        self.rules = rules
+        self.newer = rules is not None and rules.within_team == "lower_or_newer_equal_priority"
+        self.cache: dict[tuple[int, int, datetime | None], np.ndarray] = {}
 
     def of(self, j: int) -> np.ndarray:
         if not self.evictable:
             return self.free
-        key = (self.jobs[j].priority, self.job_team[j])
+        job = self.jobs[j]
+        key = (job.priority, self.job_team[j], job.submitted_at if self.newer else None)
         if key not in self.cache:
             room = self.free.copy()
             for r in self.evictable:
-                if key[0] > r.priority or (r.over_nominal and key[1] != r.team):
+                if allowed_rules(self.rules, job.priority, job.submitted_at, self.job_team[j], r):
                     room[r.nodes] += r.use
             self.cache[key] = room
         return self.cache[key]

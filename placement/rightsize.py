@@ -46,6 +46,8 @@ class Offer:
     needs_gib: float
     #: share of the GPU's SMs the instance must have: observed_sm_util × headroom (None: not observed)
     needs_compute: float | None = None
+    #: pods of the declared task the gang needs (`Job.task_minimum`): the two tasks place them together
+    minimum: int = 0
 
 
 @dataclass(frozen=True)
@@ -71,12 +73,17 @@ def offers(request: PlacementRequest) -> list[Offer]:
             if task.gpus == 1 and alt not in names:
                 util = job.observed_sm_util
                 out.append(Offer(job.name, task.name, alt, job.observed_gpu_memory_gib,
-                                 job.observed_gpu_memory_gib * headroom, None if util is None else util * headroom))
+                                 job.observed_gpu_memory_gib * headroom, None if util is None else util * headroom,
+                                 job.task_minimum(task)))
     return out
 
 
 def with_alternatives(request: PlacementRequest, chosen: list[Offer]) -> PlacementRequest:
-    """The request with each offer's MIG task added after its declared task; the gang keeps its size."""
+    """The request with each offer's MIG task added after its declared task; the gang keeps its size.
+
+    The job's minimum is kept explicit (`min_available`: its `needed`; other tasks: their own minimum); a
+    declared task and its alternative get `min_replicas` 0, as their shared minimum is the offer's
+    (`gang_minimums`)."""
     by_job: dict[str, list[Offer]] = {}
     for o in chosen:
         by_job.setdefault(o.job, []).append(o)
@@ -87,8 +94,9 @@ def with_alternatives(request: PlacementRequest, chosen: list[Offer]) -> Placeme
         raw["min_available"] = job.needed
         tasks = []
         for task, raw_task in zip(job.tasks, raw["tasks"], strict=True):
-            tasks.append(raw_task)
             offer = next((o for o in by_job[job.name] if o.task == task.name), None)
+            raw_task["min_replicas"] = job.task_minimum(task) if offer is None else 0
+            tasks.append(raw_task)
             if offer is not None:
                 tasks.append({**raw_task, "name": offer.alternative, "gpus": 0, "mig_profile": "auto",
                               "gpu_memory_gib": offer.needs_gib})
@@ -157,3 +165,20 @@ def pairs(problem: Problem) -> list[Pair]:
     found = problem.extras.get(EXTRA, [])
     assert isinstance(found, list)
     return found
+
+
+def gang_minimums(problem: Problem, j: int) -> list[tuple[tuple[int, ...], int]]:
+    """Job j's per-task minimums in problem indices: (tasks, pods they must place together) for each declared
+    task, in the job's order. A task and its right-size alternative share the declared task's minimum (a pod
+    takes the GPU or the instance); any other task is alone with `Job.task_minimum`."""
+    job = problem.jobs[j]
+    found = {p.task: p for p in pairs(problem) if p.job == j}
+    alternatives = {p.alternative for p in found.values()}
+    out: list[tuple[tuple[int, ...], int]] = []
+    for t in problem.job_tasks[j]:
+        if t in alternatives:
+            continue
+        p = found.get(t)
+        out.append(((t,), job.task_minimum(problem.tasks[t].spec)) if p is None
+                   else ((t, p.alternative), p.offer.minimum))
+    return out

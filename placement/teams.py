@@ -5,10 +5,11 @@ respect quotas so that its plan stays a feasible hint) and the plan report. Pure
 wire format: no CP-SAT here, so the same arithmetic serves a model and a report.
 
 Quota semantics (Kueue's ClusterQueue/cohort, one cohort per request). A *scope* is a set of
-nodes whose GPUs a quota counts: the whole cluster (`quota.gpus`) or one flavor (`quota.flavors`,
-the nodes of a pool and/or GPU model). Once any team declares a scope, every team is in it; a team
-that declares nothing there has nominal 0 and may only borrow. For team T in scope s, with A_T
-the GPUs it holds after the plan (running jobs kept + placed jobs on the scope's nodes):
+nodes and a resource a quota counts: GPUs on the whole cluster (`quota.gpus`) or on one flavor
+(`quota.flavors`, the nodes of a pool and/or GPU model), CPU (`quota.cpu`) or memory
+(`quota.memory_gib`) on the whole cluster. Once any team declares a scope, every team is in it; a
+team that declares nothing there has nominal 0 and may only borrow. For team T in scope s, with A_T
+what it holds after the plan (running jobs kept + placed jobs on the scope's nodes):
 
     A_T ≤ nominal_T + borrowing_limit_T                             (no limit when unset)
     Σ_T max(0, A_T − guaranteed_T) ≤ Σ_T lendable_T                  (borrow only what is idle)
@@ -17,6 +18,13 @@ where lendable_T = min(lending_limit_T, nominal_T) and guaranteed_T = nominal_T 
 never lent. A plan never makes an existing excess worse but need not cure it: each limit is
 raised to what running jobs already hold (quotas can shrink under running work; Kueue does not
 evict to enforce a quota either).
+
+Units: every GPU counts, in GPU-equivalents: a whole-GPU pod its GPUs, a MIG pod its instance's
+memory slices over its GPU's (the node's model: 1g on an 8-slice GPU is 1/8), a pod on a shared GPU
+its `gpu_share`; running pods the same. Scopes, the ledger and the model count integers: milli-GPU
+(`MILLI` per GPU, demands rounded up, so 8 × 1/8 fit a quota of 1 GPU and 9 do not), milli-CPU and
+MiB (quotas rounded down, demands up: integer accounting is never more permissive than the request).
+Reports and reasons print GPUs, cores and GiB (`amount`).
 
 Fair entitlement (KAI's two stages, Slurm's fair-share factor): a team first gets its nominal,
 capped by its demand; the GPUs left are water-filled by weight among teams with unmet demand, up
@@ -35,9 +43,74 @@ import numpy as np
 from placement_models import PlacementRequest, Team
 
 from placement import catalog
+from placement.catalog import MigGeometry, MigProfile
 
-#: "no limit" for integer comparisons (larger than any cluster's GPU count).
-UNLIMITED = 1 << 40
+#: "no limit" for integer comparisons (larger than any cluster's milli-GPU, milli-CPU or MiB).
+UNLIMITED = 1 << 50
+#: Integer GPU-equivalents per GPU (the same as placement.devices.MILLI, which this layer cannot import).
+MILLI = 1000
+#: What `Scope.resource` indexes, and the integer unit of each: milli-GPU, milli-CPU, MiB (Problem.DIMS' units).
+RESOURCES = ("gpus", "cpu", "memory")
+_PER_UNIT = (MILLI, 1000, 1024)  # integer units per GPU, core, GiB
+
+
+# --------------------------------------------------------------------------------------------
+# GPU-equivalents
+
+
+def share_milli(share: float) -> int:
+    """Milli-GPU of a pod's share of a shared GPU (rounded up)."""
+    return int(math.ceil(share * MILLI - 1e-6))
+
+
+def slice_milli(geo: MigGeometry, profile: MigProfile) -> int:
+    """Milli-GPU of one MIG instance: its memory slices over the GPU's (rounded up; exact for 8 and 4 slices)."""
+    return int(math.ceil(MILLI * profile.memory_slices / geo.memory_slices - 1e-6))
+
+
+def mig_milli(model: str | None, profile: str) -> int:
+    """Milli-GPU of an instance of a named profile on a GPU model (0 when the model has no such profile)."""
+    geo = catalog.mig_geometry(model) if model else None
+    found = geo.profile(profile) if geo is not None else None
+    return slice_milli(geo, found) if geo is not None and found is not None else 0
+
+
+def to_units(value: float, resource: int, demand: bool) -> int:
+    """GPUs, cores or GiB in the resource's integer unit: demands round up, limits down."""
+    x = value * _PER_UNIT[resource]
+    return int(math.ceil(x - 1e-6)) if demand else int(math.floor(x + 1e-6))
+
+
+def amount(value: float, resource: int = 0) -> str:
+    """An integer amount of a resource as people read it: '8', '0.125' (GPUs), '96' (cores), '512 GiB'."""
+    x = float(value) / _PER_UNIT[resource]
+    text = f"{x:.3f}".rstrip("0").rstrip(".")
+    return f"{text} GiB" if resource == 2 else text
+
+
+def running_holdings(request: PlacementRequest, nodes: Sequence[object],
+                     gpu_models: Sequence[str | None]) -> tuple[dict[int, np.ndarray], ...]:
+    """Per running job (request order), node index -> (milli-GPU, milli-CPU, MiB) it holds there.
+
+    A whole GPU counts when healthy; a MIG instance or a share counts when its GPU is healthy.
+    """
+    index = {getattr(n, "name", None): i for i, n in enumerate(nodes)}
+    out: list[dict[int, np.ndarray]] = []
+    for rj in request.cluster.running:
+        per: dict[int, np.ndarray] = {}
+        for pod in rj.pods:
+            i = index[pod.node]
+            bad = set(getattr(nodes[i], "unhealthy_gpus", ()))
+            if pod.mig is not None:
+                milli = 0 if pod.mig.gpu in bad else mig_milli(gpu_models[i], pod.mig.profile)
+            elif pod.gpu_share is not None:
+                milli = 0 if any(g in bad for g in pod.gpus) else share_milli(pod.gpu_share)
+            else:
+                milli = MILLI * len([g for g in pod.gpus if g not in bad])
+            use = np.array([milli, to_units(pod.cpu, 1, True), to_units(pod.memory_gib, 2, True)], dtype=np.int64)
+            per[i] = per.get(i, np.zeros(3, dtype=np.int64)) + use
+        out.append(per)
+    return tuple(out)
 
 
 # --------------------------------------------------------------------------------------------
@@ -113,14 +186,16 @@ def decayed_usage(team: Team, now: datetime) -> float:
 
 @dataclass(frozen=True)
 class Scope:
-    """One quota scope: its nodes and every team's limits there (integers; UNLIMITED for none)."""
+    """One quota scope: its nodes, its resource and every team's limits there, in the resource's integer
+    unit (milli-GPU, milli-CPU or MiB; UNLIMITED for none)."""
 
     label: str  # "" for the whole cluster, else e.g. " on pool h100-spot"
-    mask: np.ndarray  # (N,) bool: nodes whose GPUs this scope counts
+    mask: np.ndarray  # (N,) bool: nodes whose resources this scope counts
     nominal: np.ndarray  # (T,) int
     limit: np.ndarray  # (T,) int: nominal + borrowing_limit
     lendable: np.ndarray  # (T,) int: min(lending_limit, nominal)
-    before: np.ndarray  # (T,) int: GPUs of running jobs here before the plan
+    before: np.ndarray  # (T,) int: what running jobs hold here before the plan
+    resource: int = 0  # index into RESOURCES: 0 GPUs, 1 CPU, 2 memory
 
     @property
     def guaranteed(self) -> np.ndarray:
@@ -133,12 +208,12 @@ class Scope:
 
     @property
     def pool(self) -> int:
-        """GPUs the cohort may have borrowed in total: the lendable nominal, or what is already borrowed if more."""
+        """What the cohort may have borrowed in total: the lendable nominal, or what is already borrowed if more."""
         return int(max(self.lendable.sum(), borrowed(self.before, self.guaranteed)))
 
 
 def borrowed(alloc: np.ndarray, guaranteed: np.ndarray) -> int:
-    """GPUs drawn from the cohort's shared pool: Σ max(0, A_T − guaranteed_T)."""
+    """What teams draw from the cohort's shared pool: Σ max(0, A_T − guaranteed_T)."""
     return int(np.maximum(np.asarray(alloc) - guaranteed, 0).sum())
 
 
@@ -148,26 +223,41 @@ class TeamIndex:
     index: dict[str, int]
     weights: np.ndarray  # (T,)
     usage: np.ndarray  # (T,) GPU-hours, decayed to the planning time
+    #: GPU scopes (milli-GPU): cluster-wide first when declared, then flavors
     scopes: tuple[Scope, ...]
-    #: cluster-wide nominal and limit for the entitlement (sum over flavors when only flavors are declared)
+    #: cluster-wide nominal and limit for the entitlement, milli-GPU (sum over flavors when only flavors are declared)
     nominal: np.ndarray
     limit: np.ndarray
+    #: CPU and memory scopes (cluster-wide, when any team declares one)
+    resource_scopes: tuple[Scope, ...] = ()
+    #: per running job (request order), node index -> (milli-GPU, milli-CPU, MiB) it holds there
+    held: tuple[dict[int, np.ndarray], ...] = ()
 
     @property
     def size(self) -> int:
         return len(self.names)
 
+    @property
+    def all_scopes(self) -> tuple[Scope, ...]:
+        """GPU scopes, then CPU and memory: the rows of a QuotaLedger."""
+        return self.scopes + self.resource_scopes
+
     def scope_gpus(self, gpus_per_node: np.ndarray) -> np.ndarray:
-        """(S,) GPUs that a per-node GPU vector puts in each scope."""
-        return np.array([int(gpus_per_node[s.mask].sum()) for s in self.scopes], dtype=np.int64)
+        """(S,) milli-GPU that *whole* GPUs per node put in each GPU scope (callers that count whole GPUs only)."""
+        return np.array([MILLI * int(gpus_per_node[s.mask].sum()) for s in self.scopes], dtype=np.int64)
+
+    def scope_use(self, use: np.ndarray) -> np.ndarray:
+        """(len(all_scopes),) what an (N, 3) per-node use (milli-GPU, milli-CPU, MiB) puts in each scope."""
+        return np.array([int(use[s.mask, s.resource].sum()) for s in self.all_scopes], dtype=np.int64)
 
 
 def build_index(request: PlacementRequest, nodes: Sequence[object], gpu_models: Sequence[str | None],
-                running_team: Sequence[int], running_gpus: Sequence[dict[int, int]]) -> TeamIndex | None:
+                running_team: Sequence[int], running_gpus: Sequence[dict[int, int]] | None = None) -> TeamIndex | None:
     """Index the declared teams (None when there are none).
 
     `nodes` are the problem's nodes (with `pool`), `gpu_models` their canonical catalog names;
-    `running_team[r]` is the team index of running job r and `running_gpus[r]` its healthy GPUs per node.
+    `running_team[r]` is the team index of running job r. What running jobs hold is read from the
+    request (`running_holdings`, GPU-equivalents); `running_gpus` (whole GPUs per node) is not needed.
     """
     teams = request.teams
     if not teams:
@@ -175,6 +265,7 @@ def build_index(request: PlacementRequest, nodes: Sequence[object], gpu_models: 
     names = tuple(t.name for t in teams)
     index = {name: i for i, name in enumerate(names)}
     now = request.planning_time()
+    held = running_holdings(request, nodes, gpu_models)
     keys: list[tuple[str | None, str | None]] = []
     if any(t.quota is not None and t.quota.gpus is not None for t in teams):
         keys.append((None, None))
@@ -193,10 +284,15 @@ def build_index(request: PlacementRequest, nodes: Sequence[object], gpu_models: 
         if model is not None:
             mask &= models == model
         nominal, limit, lendable = _limits(teams, pool, model)
-        before = np.zeros(len(teams), dtype=np.int64)
-        for team, per_node in zip(running_team, running_gpus, strict=True):
-            before[team] += sum(g for n, g in per_node.items() if mask[n])
-        scopes.append(Scope(_label(pool, model), mask, nominal, limit, lendable, before))
+        scopes.append(Scope(_label(pool, model), mask, nominal, limit, lendable, _before(held, running_team, mask,
+                                                                                         0, len(teams))))
+    resource_scopes = []
+    everywhere = np.ones(len(nodes), dtype=bool)
+    for resource, field in ((1, "cpu"), (2, "memory_gib")):
+        if any(t.quota is not None and getattr(t.quota, field) is not None for t in teams):
+            nominal, limit, lendable = _resource_limits(teams, field, resource)
+            resource_scopes.append(Scope("", everywhere, nominal, limit, lendable,
+                                         _before(held, running_team, everywhere, resource, len(teams)), resource))
     if keys and keys[0] == (None, None):
         nominal_all, limit_all = scopes[0].nominal, scopes[0].limit
     elif scopes:
@@ -208,8 +304,18 @@ def build_index(request: PlacementRequest, nodes: Sequence[object], gpu_models: 
     return TeamIndex(
         names=names, index=index, weights=np.array([t.weight for t in teams]),
         usage=np.array([decayed_usage(t, now) for t in teams]), scopes=tuple(scopes),
-        nominal=np.asarray(nominal_all), limit=np.asarray(limit_all),
+        nominal=np.asarray(nominal_all), limit=np.asarray(limit_all), resource_scopes=tuple(resource_scopes),
+        held=held,
     )
+
+
+def _before(held: tuple[dict[int, np.ndarray], ...], running_team: Sequence[int], mask: np.ndarray, resource: int,
+            size: int) -> np.ndarray:
+    before = np.zeros(size, dtype=np.int64)
+    for team, per_node in zip(running_team, held, strict=True):
+        if team >= 0:
+            before[team] += sum(int(u[resource]) for n, u in per_node.items() if mask[n])
+    return before
 
 
 def _canonical(model: str | None) -> str | None:
@@ -238,10 +344,27 @@ def _limits(teams: Sequence[Team], pool: str | None, model: str | None) -> tuple
                          None)
         if q is None:
             continue  # not declared here: nominal 0, may borrow without limit, lends nothing
-        nominal[i] = q.nominal
+        nominal[i] = MILLI * q.nominal
         if q.borrowing_limit is not None:
-            limit[i] = q.nominal + q.borrowing_limit
-        lendable[i] = q.nominal if q.lending_limit is None else min(q.lending_limit, q.nominal)
+            limit[i] = MILLI * (q.nominal + q.borrowing_limit)
+        lendable[i] = MILLI * (q.nominal if q.lending_limit is None else min(q.lending_limit, q.nominal))
+    return nominal, limit, lendable
+
+
+def _resource_limits(teams: Sequence[Team], field: str, resource: int) -> tuple[np.ndarray, ...]:
+    """A CPU or memory scope's limits in its integer unit (rounded down: a quota is never exceeded)."""
+    nominal = np.zeros(len(teams), dtype=np.int64)
+    limit = np.full(len(teams), UNLIMITED, dtype=np.int64)
+    lendable = np.zeros(len(teams), dtype=np.int64)
+    for i, t in enumerate(teams):
+        q = getattr(t.quota, field) if t.quota is not None else None
+        if q is None:
+            continue  # as for GPUs: nominal 0, may borrow without limit, lends nothing
+        nominal[i] = to_units(q.nominal, resource, False)
+        if q.borrowing_limit is not None:
+            limit[i] = to_units(q.nominal + q.borrowing_limit, resource, False)
+        lendable[i] = to_units(q.nominal if q.lending_limit is None else min(q.lending_limit, q.nominal), resource,
+                               False)
     return nominal, limit, lendable
 
 
@@ -250,26 +373,27 @@ def _limits(teams: Sequence[Team], pool: str | None, model: str | None) -> tuple
 
 
 class QuotaLedger:
-    """GPUs each team holds per scope, updated as a planner adds jobs or frees running ones."""
+    """What each team holds per scope (`TeamIndex.all_scopes`), updated as a planner adds jobs or frees running ones."""
 
     def __init__(self, index: TeamIndex) -> None:
         self.index = index
-        self.alloc = np.array([s.before for s in index.scopes], dtype=np.int64).reshape(len(index.scopes),
-                                                                                      index.size)
+        scopes = index.all_scopes
+        self.alloc = np.array([s.before for s in scopes], dtype=np.int64).reshape(len(scopes), index.size)
 
     def blocker(self, team: int, add: np.ndarray) -> str | None:
-        """Why adding `add` (S,) GPUs to `team` breaks a quota, or None when it fits."""
+        """Why adding `add` (one entry per scope of `all_scopes`; missing CPU/memory entries count 0) to `team`
+        breaks a quota, or None when it fits."""
+        add = np.asarray(add, dtype=np.int64)
+        if add.size < len(self.alloc):
+            add = np.concatenate([add, np.zeros(len(self.alloc) - add.size, dtype=np.int64)])
         name = self.index.names[team]
-        for s, scope in enumerate(self.index.scopes):
+        for s, scope in enumerate(self.index.all_scopes):
             if add[s] <= 0:
                 continue
             now = int(self.alloc[s, team])
             cap = int(scope.cap[team])
             if now + add[s] > cap:
-                how = f"nominal {scope.nominal[team]}"
-                if scope.limit[team] > scope.nominal[team]:
-                    how += f" + borrowing limit {scope.limit[team] - scope.nominal[team]}"
-                return (f"quota: {name} at {now}/{cap} GPUs{scope.label} ({how}); needs {int(add[s])} more")
+                return _over_cap(name, scope, team, now, cap, int(add[s]))
             after = self.alloc[s].copy()
             after[team] += add[s]
             used = borrowed(after, scope.guaranteed)
@@ -278,16 +402,56 @@ class QuotaLedger:
                 if now + add[s] <= scope.nominal[team]:
                     others = np.maximum(self.alloc[s] - scope.nominal, 0)
                     others[team] = 0
-                    return (f"quota: {name} at {now}/{scope.nominal[team]} GPUs{scope.label} is within its nominal, "
-                            f"but other teams hold {int(others.sum())} GPUs above theirs; taking {int(add[s])} "
-                            "more needs them preempted (reclaim)")
-                return (f"quota: {name} at {now} GPUs{scope.label} (nominal {scope.nominal[team]}) needs "
-                        f"{int(add[s])} more, but the cohort's idle nominal is all lent out "
-                        f"({lent}/{scope.pool} GPUs borrowed)")
+                    return _reclaim_needed(name, scope, team, now, int(others.sum()), int(add[s]))
+                return _lent_out(name, scope, team, now, int(add[s]), lent)
         return None
 
     def take(self, team: int, add: np.ndarray) -> None:
-        self.alloc[:, team] += add
+        self.alloc[: len(add), team] += add
 
     def release(self, team: int, sub: np.ndarray) -> None:
-        self.alloc[:, team] -= sub
+        self.alloc[: len(sub), team] -= sub
+
+
+def _what(scope: Scope) -> str:
+    return RESOURCES[scope.resource] if scope.resource != 2 else "memory"
+
+
+def _over_cap(name: str, scope: Scope, team: int, now: int, cap: int, add: int) -> str:
+    r = scope.resource
+    nominal = int(scope.nominal[team])
+    if r == 0:
+        how = f"nominal {amount(nominal)}"
+        if scope.limit[team] > scope.nominal[team]:
+            how += f" + borrowing limit {amount(int(scope.limit[team]) - nominal)}"
+        return f"quota: {name} at {amount(now)}/{amount(cap)} GPUs{scope.label} ({how}); needs {amount(add)} more"
+    limit = int(scope.limit[team])
+    how = f"nominal {amount(nominal, r)}, borrowing limit {amount(limit - nominal, r)}"
+    if cap > limit:
+        how += f"; running work already holds {amount(cap, r)}"
+    return (f"quota: team {name}: {_what(scope)} {amount(now, r)} of {amount(cap, r)} used ({how}); "
+            f"needs {amount(add, r)} more")
+
+
+def _reclaim_needed(name: str, scope: Scope, team: int, now: int, others: int, add: int) -> str:
+    r = scope.resource
+    nominal = int(scope.nominal[team])
+    if r == 0:
+        return (f"quota: {name} at {amount(now)}/{amount(nominal)} GPUs{scope.label} is within its nominal, "
+                f"but other teams hold {amount(others)} GPUs above theirs; taking {amount(add)} "
+                "more needs them preempted (reclaim)")
+    return (f"quota: team {name}: {_what(scope)} {amount(now, r)} of {amount(nominal, r)} nominal used, within "
+            f"its nominal, but other teams hold {amount(others, r)} above theirs; taking {amount(add, r)} more "
+            "needs them preempted (reclaim)")
+
+
+def _lent_out(name: str, scope: Scope, team: int, now: int, add: int, lent: int) -> str:
+    r = scope.resource
+    nominal = int(scope.nominal[team])
+    if r == 0:
+        return (f"quota: {name} at {amount(now)} GPUs{scope.label} (nominal {amount(nominal)}) needs "
+                f"{amount(add)} more, but the cohort's idle nominal is all lent out "
+                f"({amount(lent)}/{amount(scope.pool)} GPUs borrowed)")
+    return (f"quota: team {name}: {_what(scope)} {amount(now, r)} used (nominal {amount(nominal, r)}) needs "
+            f"{amount(add, r)} more, but the cohort's idle {_what(scope)} nominal is all lent out "
+            f"({amount(lent, r)} of {amount(scope.pool, r)} borrowed)")

@@ -79,8 +79,19 @@ def _free(req: dict[str, Any]) -> tuple[list[tuple[float, float, float]], list[b
     return free, whole
 
 
+def _could_fit(req: dict[str, Any]) -> set[str]:
+    """Jobs the screen keeps (placement.screen; its soundness is tested against the brute force below)."""
+    from placement import problem as problem_mod
+    from placement import screen
+
+    problem = problem_mod.build(PlacementRequest.model_validate(req))
+    return {job.name for j, job in enumerate(problem.jobs) if screen.could_fit(problem, j)}
+
+
 def _level_weights(req: dict[str, Any]) -> dict[int, float]:
-    levels = sorted({j.get("priority", 0) for j in req["jobs"]})
+    """1 (lowest) to 10 (highest) per level, over the levels of jobs that could fit at all."""
+    kept = _could_fit(req)
+    levels = sorted({j.get("priority", 0) for j in req["jobs"] if j["name"] in kept}) or [0]
     if len(levels) == 1:
         return {levels[0]: 1.0}
     return {p: 1.0 + 9.0 * i / (len(levels) - 1) for i, p in enumerate(levels)}
@@ -89,7 +100,7 @@ def _level_weights(req: dict[str, Any]) -> dict[int, float]:
 def _pod_value(req: dict[str, Any], job: dict[str, Any], task: dict[str, Any]) -> float:
     w = req.get("policy", {}).get("weights", {}).get("priority", 1.0)
     gpus = task.get("gpus", 0)
-    return w * _level_weights(req)[job.get("priority", 0)] * (gpus if gpus > 0 else CPU_POD_VALUE)
+    return w * _level_weights(req).get(job.get("priority", 0), 0.0) * (gpus if gpus > 0 else CPU_POD_VALUE)
 
 
 def _frag_weight(req: dict[str, Any]) -> float:
@@ -222,6 +233,8 @@ def instances(draw: st.DrawFn, max_nodes: int = 3, max_gpus: int = 4, max_jobs: 
             job["min_available"] = draw(st.integers(1, pods))
         jobs.append(job)
     policy: dict[str, Any] = {
+        # the objective these tests recompute is the weighted one; strict classes: tests/test_priority.py
+        "priority_mode": "weighted",
         "deterministic": deterministic, "time_limit_s": 20.0 if deterministic else 2.0,
         "workers": draw(st.sampled_from([1, 2])), "seed": draw(st.integers(0, 3)),
         # Weights whose products with the level weights are exact in thousandths (the model's scale).
@@ -281,7 +294,9 @@ def test_random_plans_verify_and_keep_gangs_whole(req: dict[str, Any]) -> None:
 
 
 def _tiny(nodes: list[dict[str, Any]], jobs: list[dict[str, Any]], **policy: Any) -> dict[str, Any]:
-    return {"cluster": {"nodes": nodes}, "jobs": jobs, "policy": {"deterministic": True, **policy}}
+    # hand-checked against the weighted objective (strict classes: tests/test_priority.py)
+    return {"cluster": {"nodes": nodes}, "jobs": jobs,
+            "policy": {"deterministic": True, "priority_mode": "weighted", **policy}}
 
 
 def _h100(name: str, gpus: int = 8, **extra: Any) -> dict[str, Any]:

@@ -221,15 +221,18 @@ def _req(nodes: list[dict[str, Any]], jobs: list[dict[str, Any]], running: list[
             "policy": {"deterministic": True, "workers": 1, "time_limit_s": 1, "now": NOW, **policy}}
 
 
-def test_a_running_share_pod_is_not_counted_against_quota() -> None:
-    """Quotas count whole GPUs (GpuQuota): a running 0.25 share of a time-sliced GPU is not one. The
-    verifier counted its `gpus: [g]` and rejected the plan the compiler (which does not) returned."""
+def test_a_running_share_pod_counts_its_share_against_quota() -> None:
+    """Quotas count GPU-equivalents (GpuQuota): a running 0.25 share of a time-sliced GPU counts 0.25, in the
+    compiler and the verifier alike (the verifier once counted its `gpus: [g]` as a whole GPU, the compiler 0)."""
     node = _node(sharing={7: {"mode": "time-slicing", "replicas": 4}})
     running = [{"job": "share", "team": "ta", "pods": [{"task": "s", "node": "n0", "gpus": [7], "gpu_share": 0.25}]}]
     data = _req([node], [{"name": "j", "team": "ta", "tasks": [{"name": "w", "gpus": 1}]}], running)
     data["teams"] = [{"name": "ta"}, {"name": "tb", "quota": {"gpus": {"nominal": 1}}}]
     p = check_plan(data)
-    assert {a.job for a in p.assignments} == {"j"}  # borrows tb's one idle GPU
+    assert {a.job for a in p.assignments} == set()  # 0.25 + 1 would borrow more than tb's one idle GPU
+    assert p.pending[0].reason.startswith("quota: ta at 0.25 GPUs (nominal 0) needs 1 more")
+    data["teams"][1]["quota"]["gpus"]["nominal"] = 2
+    assert {a.job for a in check_plan(data).assignments} == {"j"}
 
 
 def test_peak_reserve_counts_whole_gpus_only() -> None:

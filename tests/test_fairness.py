@@ -98,11 +98,21 @@ def test_a_long_wait_goes_first() -> None:
     assert plan.objective.terms["aging"] == pytest.approx(4.0)
 
 
-def test_aging_eventually_outweighs_priority() -> None:
-    # Priority levels weigh 1 and 10 per GPU. With aging 1 per GPU per day, a low-priority job
-    # that waited 30 days (+30) beats a fresh high-priority one (+0): nothing starves.
+def test_aging_eventually_outweighs_priority_when_priority_is_weighted() -> None:
+    # Weighted priority: levels weigh 1 and 10 per GPU. With aging 1 per GPU per day, a low-priority
+    # job that waited 30 days (+30) beats a fresh high-priority one (+0): nothing starves.
     jobs = [_job("fresh-hi", None, 4, NOW, priority=5), _job("old-lo", None, 4, "2026-10-01T12:00:00Z")]
     req = _request([_node("n1", 4)], jobs, [])
+    req["policy"]["priority_mode"] = "weighted"
     assert {a.job for a in solve(req).assignments} == {"fresh-hi"}
     req["policy"]["weights"] = {"aging": 1.0}
     assert {a.job for a in solve(req).assignments} == {"old-lo"}
+
+
+def test_aging_never_outweighs_a_strict_priority_class() -> None:
+    # Strict classes (the default), as Kubernetes PriorityClasses: waiting orders jobs within a class only.
+    jobs = [_job("fresh-hi", None, 4, NOW, priority=5), _job("old-lo", None, 4, "2026-10-01T12:00:00Z"),
+            _job("old-hi", None, 4, "2026-11-01T12:00:00Z", priority=5)]
+    req = _request([_node("n1", 4)], jobs, [])
+    req["policy"]["weights"] = {"aging": 1.0}
+    assert {a.job for a in solve(req).assignments} == {"old-hi"}

@@ -57,16 +57,18 @@ EIGHT = list(range(8))
 
 def test_higher_priority_job_preempts_a_lower_one() -> None:
     plan = solve(_request([_node("n1")], [_job("llm-pretrain", 8, priority=100)], [_run("old", "n1", EIGHT, 10)]))
-    assert [(p.job, p.reason) for p in plan.preemptions] == [("old", "priority 10 < 100 (llm-pretrain)")]
+    assert [(p.job, p.for_job, p.rule, p.reason) for p in plan.preemptions] == [
+        ("old", "llm-pretrain", "within_team", "priority 10 < 100 (llm-pretrain)")]
     assert [(a.job, a.node, a.gpus) for a in plan.assignments] == [("llm-pretrain", "n1", EIGHT)]
-    # 2 h since start, no checkpoint: 8 GPUs × 2 h lost + 1 restart = 17 GPU-hours × 0.1.
-    assert plan.objective.terms["preemption"] == -1.7
+    # The only victim on its node costs the node's whole budget: weights.preemption (0.5) × one GPU of the
+    # cheapest class that may preempt it (the only class here, weight 1).
+    assert plan.objective.terms["preemption"] == -0.5
 
 
 def test_equal_priority_never_preempts() -> None:
     plan = solve(_request([_node("n1")], [_job("same", 8, priority=10)], [_run("old", "n1", EIGHT, 10)]))
     assert plan.preemptions == [] and plan.assignments == []
-    assert "old has priority 10 ≥ 10 and its team is not borrowing" in plan.pending[0].reason
+    assert "old" not in plan.pending[0].reason  # no rule allows it: the hint never names it
 
 
 def test_preemption_off_and_not_preemptible_are_respected_and_explained() -> None:
@@ -75,7 +77,10 @@ def test_preemption_off_and_not_preemptible_are_respected_and_explained() -> Non
     assert off.pending[0].reason.endswith("; fits if job old (8 GPUs) were preempted (preemption is off: "
                                           "policy.preemption)")
     kept = solve(_request([_node("n1")], [_job("hi", 8, 100)], [_run("old", "n1", EIGHT, 10, preemptible=False)]))
-    assert kept.preemptions == [] and "(old is not preemptible)" in kept.pending[0].reason
+    assert kept.preemptions == [] and "old" not in kept.pending[0].reason
+    off = solve(_request([_node("n1")], [_job("hi", 8, 100)], [_run("old", "n1", EIGHT, 10, preemptible=False)],
+                         preemption=False))
+    assert "fits if" not in off.pending[0].reason  # not even as a hint with preemption off
 
 
 def test_minimum_runtime_is_honoured() -> None:
@@ -83,7 +88,7 @@ def test_minimum_runtime_is_honoured() -> None:
     young = _run("young", "n1", EIGHT, 0, started_at="2026-12-01T11:30:00Z")
     plan = solve(_request([_node("n1")], [_job("hi", 8, 5)], [young], min_runtime_s=3600))
     assert plan.preemptions == []
-    assert "young has not run policy.min_runtime_s (3600 s) yet" in plan.pending[0].reason
+    assert "young" not in plan.pending[0].reason
     plan = solve(_request([_node("n1")], [_job("hi", 8, 5)], [young], min_runtime_s=1200))
     assert _victims(plan) == ["young"]
 
@@ -119,7 +124,7 @@ def test_checkpointed_victim_loses_less_and_goes_first() -> None:
     running = [_run("a", "n1", EIGHT), _run("b", "n2", EIGHT, checkpointed_at="2026-12-01T11:50:00Z")]
     plan = solve(_request([_node("n1"), _node("n2")], [_job("hi", 8, 5)], running))
     assert _victims(plan) == ["b"]
-    assert abs(plan.objective.terms["preemption"] - (-0.1 * (1 + 8 / 6))) < 1e-3
+    assert -0.5 < plan.objective.terms["preemption"] < -0.3
 
 
 def test_gang_preempts_whole_victims_and_only_those_it_needs() -> None:
@@ -132,15 +137,17 @@ def test_gang_preempts_whole_victims_and_only_those_it_needs() -> None:
     assert sorted(a.node for a in plan.assignments) == ["n1", "n2"]
 
 
-def test_preemption_is_not_worth_it_for_little_gain() -> None:
-    # Evicting a 2-GPU job that ran 40 h without checkpoint (80 GPU-h × 0.1 = 8 + 0.1) to place a
-    # 1-GPU job worth 10 is worth it; with preemption weight 1 (81) it is not.
+def test_lost_work_never_keeps_a_higher_priority_job_waiting() -> None:
+    # A 2-GPU job that ran 40 h without a checkpoint (80 GPU-hours lost) still makes room for a 1-GPU job
+    # of higher priority: evictions cost at most weights.preemption (< 1) GPUs of the preemptor's class.
+    # Only a weight above 1 lets the cost outweigh the job, and the hint then says the plan keeps the victim.
     old = _run("old", "n1", [0, 1], 0, started_at="2026-11-29T20:00:00Z")
     req = _request([_node("n1", 2)], [_job("lo", 0, 0), _job("hi", 1, 5)], [old])
     assert _victims(solve(req)) == ["old"]
-    req["policy"]["weights"] = {"preemption": 1.0}
+    req["policy"]["weights"] = {"preemption": 2.0}
     plan = solve(req)
-    assert plan.preemptions == [] and "costs more than placing this job gains" in plan.pending[0].reason
+    assert plan.preemptions == []
+    assert "old may be preempted for it (within_team), but the plan keeps it" in plan.pending[0].reason
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,17 +162,20 @@ def _verify(running: list[dict[str, Any]], plan: dict[str, Any], **policy: Any) 
 PLACED = {"assignments": [{"job": "hi", "task": "w", "pod": 0, "node": "n1", "gpus": EIGHT}]}
 
 
+OLD = {"job": "old", "reason": "p", "for_job": "hi", "rule": "within_team"}
+
+
 def test_verify_accepts_a_justified_preemption_and_credits_its_gpus() -> None:
-    assert _verify([_run("old", "n1", EIGHT, 10)], {**PLACED, "preemptions": [{"job": "old", "reason": "p"}]}) == []
+    assert _verify([_run("old", "n1", EIGHT, 10)], {**PLACED, "preemptions": [OLD]}) == []
 
 
 def test_verify_rejects_bad_preemptions() -> None:
-    pre = [{"job": "old", "reason": "p"}]
+    pre = [OLD]
     assert _verify([_run("old", "n1", EIGHT, 10, preemptible=False)], {**PLACED, "preemptions": pre}) == [
         "preemption: job old is preempted but not preemptible"]
     assert _verify([_run("old", "n1", EIGHT, 100)], {**PLACED, "preemptions": pre}) == [
-        "preemption: job old (priority 100, team None) is preempted but no job placed on its nodes has a higher "
-        "priority or reclaims quota its team borrows"]
+        "preemption: job old (priority 100, team None) may not be preempted for hi (priority 100, team None) by "
+        "within_team: within_team lower_priority needs a lower priority"]
     assert _verify([_run("old", "n1", EIGHT, 10)], {**PLACED, "preemptions": pre}, min_runtime_s=3 * 3600) == [
         "preemption: job old has run 7200 s, less than min_runtime_s 10800"]
     assert _verify([_run("old", "n1", EIGHT, 10)], {**PLACED, "preemptions": pre}, preemption=False) == [
@@ -243,6 +253,8 @@ def test_random_teams_never_break_quota_or_preemption_rules(data: dict[str, Any]
         victim = running[p.job]  # a running job, evicted whole: its name leaves the cluster
         assert victim.preemptible and req.policy.preemption and p.job not in placed
         assert p.reason.startswith(("priority ", "team "))
+        nodes = {pod.node for pod in victim.pods}
+        assert p.rule is not None and any(a.job == p.for_job and a.node in nodes for a in plan.assignments)
     for report in plan.teams:
         assert report.gpus_held >= 0 and report.entitlement >= 0
 
@@ -267,6 +279,7 @@ def test_warm_start_extends_the_greedy_with_justified_evictions() -> None:
     placement, values, score = found
     assert [problem.running[r].spec.job for r in placement.evicted] == ["fresh"]  # 4 GPU-h lost, not 16
     assert placement.counts == {(0, 1): 1}
-    # priority 8 − 0.1 × (1 restart + 8 × 0.5 h lost) = 7.5
-    assert score == pytest.approx(7.5)
+    # priority 8 − the eviction: S × (1 + δ) with S = 0.5 / 1.5 (the dearest node: 'older', δ = 0.5) and
+    # δ = (0.99 × 4/16 + 0.01 × 1800/7200) / 2 = 0.125 for 'fresh' → 0.375
+    assert score == pytest.approx(8 - 0.375)
     assert values[ctx.evicted[1].index] == 1 and values[ctx.evicted[0].index] == 0

@@ -147,7 +147,17 @@ def test_base_request_with_teams_is_valid_and_times_are_utc() -> None:
      "fractional part"),
     (lambda d: d["teams"][0]["quota"]["gpus"].update(borrowing_limit=float("inf")),
      ("teams", 0, "quota", "gpus", "borrowing_limit"), "finite"),
-    (lambda d: d["teams"][0]["quota"].update(cpu={"nominal": 4}), ("teams", 0, "quota", "cpu"), "Extra inputs"),
+    (lambda d: d["teams"][0]["quota"].update(cpu={"nominal": -4}), ("teams", 0, "quota", "cpu", "nominal"),
+     "greater than or equal to 0"),
+    (lambda d: d["teams"][0]["quota"].update(cpu={"nominal": 4, "burst": 2}), ("teams", 0, "quota", "cpu", "burst"),
+     "Extra inputs"),
+    (lambda d: d["teams"][0]["quota"].update(memory_gib={"nominal": 1e12}),
+     ("teams", 0, "quota", "memory_gib", "nominal"), "less than or equal"),
+    (lambda d: d["teams"][0]["quota"].update(memory_gib={"nominal": 64, "lending_limit": float("nan")}),
+     ("teams", 0, "quota", "memory_gib", "lending_limit"), "finite"),
+    (lambda d: d["teams"][1]["quota"]["flavors"].append({"gpu_model": H100, "gpus": {"nominal": 1},
+                                                          "cpu": {"nominal": 1}}),
+     ("teams", 1, "quota", "flavors", 1, "cpu"), "Extra inputs"),
     (lambda d: d["teams"][1]["quota"]["flavors"].append({"gpus": {"nominal": 1}}),
      ("teams", 1, "quota", "flavors", 1, "pool"), "names a pool, a gpu_model or both"),
     (lambda d: d["teams"][1]["quota"]["flavors"].append({"gpu_model": A100, "gpus": {"nominal": 1}}),
@@ -180,31 +190,35 @@ def test_scopes_cluster_wide_and_per_flavor() -> None:
     assert index is not None and index.names == ("research", "vision")
     cluster, a100 = index.scopes
     assert cluster.label == "" and cluster.mask.tolist() == [True, True]
-    # Vision declared no cluster-wide quota: nominal 0, unlimited borrowing, lends nothing.
-    assert cluster.nominal.tolist() == [8, 0] and cluster.limit.tolist() == [12, UNLIMITED]
-    assert cluster.lendable.tolist() == [8, 0] and cluster.before.tolist() == [0, 2]
+    # Vision declared no cluster-wide quota: nominal 0, unlimited borrowing, lends nothing (milli-GPU).
+    assert cluster.nominal.tolist() == [8000, 0] and cluster.limit.tolist() == [12000, UNLIMITED]
+    assert cluster.lendable.tolist() == [8000, 0] and cluster.before.tolist() == [0, 2000]
     assert a100.label == f" on {A100}" and a100.mask.tolist() == [False, True]
-    assert a100.nominal.tolist() == [0, 8] and a100.before.tolist() == [0, 0]
+    assert a100.nominal.tolist() == [0, 8000] and a100.before.tolist() == [0, 0]
+    assert index.resource_scopes == () and index.all_scopes == (cluster, a100)
 
 
 def test_ledger_names_the_limit_that_blocks() -> None:
     problem = _problem(copy.deepcopy(BASE))
     ledger = QuotaLedger(problem.teams)
-    assert ledger.blocker(0, np.array([13, 0])) == (
+    g = 1000  # the ledger counts milli-GPU
+    assert ledger.blocker(0, np.array([13 * g, 0])) == (
         "quota: research at 0/12 GPUs (nominal 8 + borrowing limit 4); needs 13 more")
     # Vision (nominal 0) already borrows 2 of research's nominal 8, the cohort's only lendable GPUs.
-    assert ledger.blocker(0, np.array([6, 0])) is None
-    assert ledger.blocker(0, np.array([7, 0])) == (
+    assert ledger.blocker(0, np.array([6 * g, 0])) is None
+    assert ledger.blocker(0, np.array([7 * g, 0])) == (
         "quota: research at 0/8 GPUs is within its nominal, but other teams hold 2 GPUs above theirs; "
         "taking 7 more needs them preempted (reclaim)")
-    ledger.take(0, np.array([6, 0]))
-    reason = ledger.blocker(1, np.array([1, 0]))
+    ledger.take(0, np.array([6 * g, 0]))
+    reason = ledger.blocker(1, np.array([1 * g, 0]))
     assert reason == ("quota: vision at 2 GPUs (nominal 0) needs 1 more, but the cohort's idle nominal is all "
                       "lent out (8/8 GPUs borrowed)")
     # GPUs on A100 nodes count in both scopes: vision's own A100 nominal does not lift the
     # cluster-wide scope, where it declared nothing (nominal 0: it may only borrow there).
-    assert ledger.blocker(1, np.array([8, 8])) == reason.replace("1 more", "8 more")
+    assert ledger.blocker(1, np.array([8 * g, 8 * g])) == reason.replace("1 more", "8 more")
     assert ledger.blocker(0, np.array([0, 0])) is None
+    # A fraction of a GPU (a 1g MIG instance: 1/8) reads as one.
+    assert ledger.blocker(1, np.array([125, 0])) == reason.replace("1 more", "0.125 more")
 
 
 def test_lending_limit_keeps_part_of_nominal_private() -> None:
@@ -212,11 +226,11 @@ def test_lending_limit_keeps_part_of_nominal_private() -> None:
     d["teams"][0]["quota"]["gpus"]["lending_limit"] = 3
     problem = _problem(d)
     cluster = problem.teams.scopes[0]
-    assert cluster.lendable.tolist() == [3, 0] and cluster.guaranteed.tolist() == [5, 0]
+    assert cluster.lendable.tolist() == [3000, 0] and cluster.guaranteed.tolist() == [5000, 0]
     ledger = QuotaLedger(problem.teams)
     # Vision holds 2 (borrowed); 1 more is the last research lends.
-    assert ledger.blocker(1, np.array([1, 0])) is None
-    assert ledger.blocker(1, np.array([2, 0])) is not None
+    assert ledger.blocker(1, np.array([1000, 0])) is None
+    assert ledger.blocker(1, np.array([1001, 0])) is not None
 
 
 # ---------------------------------------------------------------------------------------------

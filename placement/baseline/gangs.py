@@ -9,13 +9,15 @@ this is roughly what Volcano's or Kueue's one-gang-at-a-time admission does.
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from functools import partial
 
 import numpy as np
 
 from placement.baseline import topology
 from placement.baseline.devices import GreedyDevices
+from placement.holdings import use_of
 from placement.problem import Problem
-from placement.rightsize import pairs
+from placement.rightsize import gang_minimums, pairs
 from placement.solution import Placement
 from placement.teams import QuotaLedger
 
@@ -47,7 +49,7 @@ def greedy(problem: Problem, free: np.ndarray | None = None, order: list[int] | 
     """
     free = (problem.free if free is None else free).copy()
     plan = Placement()
-    ledger = QuotaLedger(problem.teams) if problem.teams is not None and problem.teams.scopes else None
+    ledger = QuotaLedger(problem.teams) if problem.teams is not None and problem.teams.all_scopes else None
     ledger_devices = GreedyDevices(problem) if problem.needs_device_ledger() else None  # MIG and shared GPUs
     for j in job_order(problem) if order is None else order:
         trial = free.copy()
@@ -55,23 +57,14 @@ def greedy(problem: Problem, free: np.ndarray | None = None, order: list[int] | 
         place = trial_devices.placer(place_task) if trial_devices is not None else place_task
         counts: dict[tuple[int, int], int] = {}
         job = problem.jobs[j]
-        all_required = job.needed == job.pods
-        placed = 0
-        tasks = sorted(problem.job_tasks[j], key=lambda t: -int(problem.tasks[t].demand[0]))
         if job.topology is not None:  # whole domains first, Kueue's BestFit (placement.baseline.topology)
-            placed, tasks = topology.place_job(problem, j, trial, counts, place), []
-        for t in tasks:
-            got = place(problem, t, trial, counts)
-            placed += got
-            if all_required and got < problem.tasks[t].replicas:
-                break
+            placed = topology.place_job(problem, j, trial, counts, place)
+        else:  # each task's minimum first, then the extra pods of elastic tasks
+            placed = topology.fill_gang(problem, j, partial(_place_some, place, problem, trial, counts))
         if trial_devices is not None and placed >= job.needed and not trial_devices.settle(counts):
             continue  # would exceed policy.max_mig_changes
         if ledger is not None and placed >= job.needed and problem.job_team[j] >= 0:
-            gpus = np.zeros(problem.n_nodes, dtype=np.int64)
-            for (t, n), k in counts.items():
-                gpus[n] += int(problem.tasks[t].demand[0]) * k
-            add = ledger.index.scope_gpus(gpus)
+            add = ledger.index.scope_use(use_of(problem, counts))  # GPU-equivalents, CPU, memory per scope
             if ledger.blocker(problem.job_team[j], add) is not None:
                 continue
             ledger.take(problem.job_team[j], add)
@@ -84,6 +77,11 @@ def greedy(problem: Problem, free: np.ndarray | None = None, order: list[int] | 
     if ledger_devices is not None:
         ledger_devices.finish(plan)
     return one_choice_per_pod(problem, plan)
+
+
+def _place_some(place: topology.PlaceTask, problem: Problem, free: np.ndarray, counts: dict[tuple[int, int], int],
+                t: int, most: int) -> int:
+    return place(problem, t, free, counts, None, most)
 
 
 def place_task(problem: Problem, t: int, free: np.ndarray, counts: dict[tuple[int, int], int],
@@ -124,7 +122,7 @@ def place_task(problem: Problem, t: int, free: np.ndarray, counts: dict[tuple[in
 def one_choice_per_pod(problem: Problem, placement: Placement) -> Placement:
     """One choice per pod where a task has a right-size alternative (`placement.rightsize`): the gang loop
     fills both tasks of a pair, so drop the surplus whole-GPU pods (keeping the instances, the saving); a
-    gang left short is dropped whole."""
+    gang left short (in total or below a task's minimum) is dropped whole."""
     found = pairs(problem)
     if not found:
         return placement
@@ -141,7 +139,9 @@ def one_choice_per_pod(problem: Problem, placement: Placement) -> Placement:
     for j in {p.job for p in found}:
         tasks = set(problem.job_tasks[j])
         placed = sum(k for (t, _), k in placement.counts.items() if t in tasks)
-        if 0 < placed < problem.jobs[j].needed:
+        short = any(sum(placement.task_pods(t) for t in members) < minimum
+                    for members, minimum in gang_minimums(problem, j))
+        if placed and (placed < problem.jobs[j].needed or short):
             for key in [k for k in placement.counts if k[0] in tasks]:
                 del placement.counts[key]
     return placement

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from placement.problem import Problem
+from placement.rightsize import gang_minimums
 from placement.topology import NODE_LEVEL, ClusterTopology
 
 # --------------------------------------------------------------------------------------------
@@ -16,6 +17,39 @@ from placement.topology import NODE_LEVEL, ClusterTopology
 
 #: baseline.gangs.place_task: (problem, task, free, counts, allowed node mask, pod limit) -> pods placed.
 PlaceTask = Callable[["Problem", int, np.ndarray, dict[tuple[int, int], int], "np.ndarray | None", "int | None"], int]
+#: One task's placer inside a gang's trial: (task, pods at most) -> pods placed.
+PlaceSome = Callable[[int, int], int]
+
+
+def fill_gang(problem: Problem, j: int, place: PlaceSome) -> int:
+    """Place gang j, minimums first (the greedy's gang rule, with or without a topology).
+
+    Tasks go by GPUs per pod, descending: first each task up to its minimum (`min_replicas`; a task
+    and its right-size alternative together), then each task's extra pods up to its replicas, so an
+    elastic task's extras never take the room another task's minimum needs. Returns the pods placed,
+    or 0 when a task's minimum or the job's `needed` is short (the caller drops its trial). A job
+    whose every pod is required makes the same calls as a one-pass fill; one with only
+    `min_available` skips the first pass.
+    """
+    order = sorted(problem.job_tasks[j], key=lambda t: -int(problem.tasks[t].demand[0]))
+    rank = {t: i for i, t in enumerate(order)}
+    groups = gang_minimums(problem, j)
+    group_of = {t: g for g in groups for t in g[0]}
+    last = {t: max(members, key=rank.__getitem__) for members, _ in groups for t in members}
+    got = dict.fromkeys(order, 0)
+    for t in order:
+        members, minimum = group_of[t]
+        short = minimum - sum(got[u] for u in members)
+        if short > 0:
+            got[t] += place(t, short)
+        if last[t] == t and sum(got[u] for u in members) < minimum:
+            return 0
+    for t in order:
+        more = problem.tasks[t].replicas - got[t]
+        if more > 0:
+            got[t] += place(t, more)
+    placed = sum(got.values())
+    return placed if placed >= problem.jobs[j].needed else 0
 
 
 def place_job(problem: Problem, j: int, free: np.ndarray, counts: dict[tuple[int, int], int],
@@ -43,11 +77,18 @@ def place_job(problem: Problem, j: int, free: np.ndarray, counts: dict[tuple[int
 
 
 def job_gpus_needed(problem: Problem, j: int) -> int:
-    """GPUs the gang must have to run: all of its tasks, or for an elastic gang its smallest pods."""
+    """GPUs the gang must have to run: all of its tasks, or for an elastic gang each task's minimum and
+    then its smallest other pods up to `needed` (a lower bound: a domain with less cannot hold it)."""
     job = problem.jobs[j]
-    per_pod = sorted(int(problem.tasks[t].demand[0]) for t in problem.job_tasks[j]
-                     for _ in range(problem.tasks[t].replicas))
-    return sum(per_pod) if job.needed == job.pods else sum(per_pod[: job.needed])
+    if job.needed == job.pods:
+        return sum(int(problem.tasks[t].demand[0]) * problem.tasks[t].replicas for t in problem.job_tasks[j])
+    must, rest, count = 0, [], 0
+    for members, minimum in gang_minimums(problem, j):
+        per_pod = min(int(problem.tasks[t].demand[0]) for t in members)
+        must += per_pod * minimum
+        count += minimum
+        rest += [per_pod] * (problem.tasks[members[0]].replicas - minimum)
+    return must + sum(sorted(rest)[: max(0, job.needed - count)])
 
 
 def domain_free_gpus(problem: Problem, view: ClusterTopology, j: int, level: str, free: np.ndarray) -> np.ndarray:
@@ -101,32 +142,30 @@ def _scopes(problem: Problem, view: ClusterTopology, j: int, free: np.ndarray) -
 
 def _fill(problem: Problem, view: ClusterTopology, j: int, scope: np.ndarray | None, free: np.ndarray,
           counts: dict[tuple[int, int], int], place_task: PlaceTask) -> int:
-    job = problem.jobs[j]
-    spec = job.topology
-    all_required = job.needed == job.pods
-    placed = 0
-    for t in sorted(problem.job_tasks[j], key=lambda t: -int(problem.tasks[t].demand[0])):
-        if spec is not None and spec.slice is not None and problem.tasks[t].demand[0] > 0:
-            got = _fill_slices(problem, view, t, scope, free, counts, place_task)
-        else:
-            got = place_task(problem, t, free, counts, scope, None)
-        placed += got
-        if all_required and got < problem.tasks[t].replicas:
-            break
-    return placed
+    spec = problem.jobs[j].topology
+    sliced = spec is not None and spec.slice is not None
+
+    def place(t: int, most: int) -> int:
+        if sliced and problem.tasks[t].demand[0] > 0:
+            return _fill_slices(problem, view, t, scope, free, counts, place_task, most)
+        return place_task(problem, t, free, counts, scope, most)
+
+    return fill_gang(problem, j, place)
 
 
 def _fill_slices(problem: Problem, view: ClusterTopology, t: int, scope: np.ndarray | None, free: np.ndarray,
-                 counts: dict[tuple[int, int], int], place_task: PlaceTask) -> int:
-    """Whole groups of `slice.size` pods, each inside one domain of the slice level (BestFit)."""
+                 counts: dict[tuple[int, int], int], place_task: PlaceTask, most: int | None = None) -> int:
+    """Whole groups of `slice.size` pods, each inside one domain of the slice level (BestFit); at most
+    `most` pods rounded up to whole groups (a minimum of 5 in groups of 4 takes two groups)."""
     task = problem.tasks[t]
     spec = problem.jobs[task.job].topology
     assert spec is not None and spec.slice is not None
     size, lvl = spec.slice.size, view.level(spec.slice.required)
     cand = task.candidates if scope is None else task.candidates[scope[task.candidates]]
     need = size * int(task.demand[0])
+    want = task.replicas if most is None else min(task.replicas, -(-most // size) * size)
     got = 0
-    while got + size <= task.replicas:
+    while got + size <= want:
         room = np.bincount(lvl.of_node[cand], weights=free[cand, 0], minlength=lvl.count)
         touched = np.zeros(lvl.count, dtype=bool)
         touched[lvl.of_node[cand]] = True

@@ -50,7 +50,7 @@ from placement.baseline import greedy
 from placement.holdings import held_after, problem_entitlements
 from placement.problem import Problem, build
 from placement.solution import Placement
-from placement.teams import jain
+from placement.teams import MILLI, jain
 
 HELIOS_FILE = "venus_cluster_gpu_number.csv"
 NOW = datetime(2020, 6, 1, 12, tzinfo=timezone.utc)
@@ -206,7 +206,7 @@ class Outcome:
 
 
 def _outcome(name: str, problem: Problem, placement: Placement, entitled: np.ndarray, seconds: float) -> Outcome:
-    held = held_after(problem, placement)
+    held = held_after(problem, placement) / MILLI  # GPU-equivalents (held_after counts milli-GPU)
     mask = entitled > 1e-9
     placed = int(placement.usage(problem)[:, 0].sum())
     preempted = sum(problem.running[r].gpus for r in placement.evicted)

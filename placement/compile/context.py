@@ -169,10 +169,5 @@ class ModelContext:
 
 
 def _preemptable(problem: Problem) -> list[int]:
-    """Running jobs some pending job could justify preempting (cheap test; compile/preemption.py is exact)."""
-    if not problem.jobs:
-        return []
-    top = max(job.priority for job in problem.jobs)
-    teams = set(problem.job_team)
-    return [r.index for r in problem.running
-            if r.evictable and (r.priority < top or (r.over_nominal and bool(teams - {r.team})))]
+    """Running jobs some pending job could justify preempting under the policy's rules (Problem.preemptable)."""
+    return problem.preemptable()

@@ -2,7 +2,8 @@
 
 Terms (all penalties, in GPU-equivalents; the arithmetic lives in `placement.pricing`):
 
-* ``cost.compute`` — price × GPUs × expected runtime of every pod placed, *above the cheapest
+* ``cost.compute`` — price × GPU-equivalents × expected runtime of every pod placed (a MIG or
+  shared pod pays its fraction of a GPU, placement.pricing), *above the cheapest
   existing node the task could use*: on the cluster it has, cost steers where a job runs, not
   whether (a 48 h job must not wait because it is long). The full price counts where it is a
   real choice to spend: a deferrable job during peak, and nodes a pool would add. The plan's
@@ -35,9 +36,11 @@ from ortools.sat.python import cp_model
 from placement import pricing, provision
 from placement.baseline import place_task
 from placement.compile.context import ModelContext
-from placement.compile.priority import level_weights, pod_value
+from placement.compile.priority import class_weights, pod_value
+from placement.holdings import job_milli, pod_gpus, task_milli
 from placement.problem import Problem
 from placement.solution import Placement
+from placement.teams import MILLI
 
 #: Most of a pod's value that its cost premium on existing nodes may cancel (see _premium).
 PREMIUM_CAP = 0.5
@@ -57,9 +60,9 @@ def apply(ctx: ModelContext) -> None:
         for t, task in enumerate(problem.tasks):
             job = problem.jobs[task.job]
             cand = ctx.candidates[t]
-            gpus = int(task.demand[0])
+            gpus = task_milli(problem, t, cand) / MILLI  # GPU-equivalents: MIG and shared pods pay their part
             compute = np.asarray(pricing.compute_cost(job, gpus, prices.price[cand]), dtype=float)
-            risk = pricing.reclaim_risk(job, prices.price[cand], prices.reclaim[cand])
+            risk = pricing.reclaim_risk(job, prices.price[cand], prices.reclaim[cand], gang_gpus(problem, task.job))
             existing = np.asarray(cand) < real
             if existing.any() and not (job.deferrable and request.policy.peak):
                 compute = _premium(compute, existing, PREMIUM_CAP * priority_value(problem, t) / weight)
@@ -99,10 +102,16 @@ def _premium(compute: np.ndarray, existing: np.ndarray, cap: float) -> np.ndarra
 
 def priority_value(problem: Problem, t: int) -> float:
     """The value `compile/priority.py` gives one pod of task t (its weight applied)."""
-    levels = level_weights([job.priority for job in problem.jobs])
+    levels = class_weights(problem)
     task = problem.tasks[t]
     weight = problem.request.policy.weights.priority
-    return weight * levels[problem.jobs[task.job].priority] * pod_value(task.spec.gpus)
+    return weight * levels[problem.jobs[task.job].priority] * pod_value(problem.gpu_value(t))
+
+
+def gang_gpus(problem: Problem, j: int) -> float:
+    """The gang's GPU-equivalents for reclaim risk (placement.pricing): whole GPUs, shares and MIG fractions
+    (at their smallest over the candidates), at least its whole GPUs."""
+    return max(float(pricing.job_gpus(problem.jobs[j])), job_milli(problem, j) / MILLI)
 
 
 def _deferral(ctx: ModelContext) -> None:
@@ -182,8 +191,9 @@ def _reserve_or_cost(problem: Problem, j: int, placement: Placement, usage: np.n
         return None
     prices = pricing.node_prices(request.cluster.pools, problem.nodes)
     job = problem.jobs[j]
-    dollars = sum(k * (pricing.compute_cost(job, int(problem.tasks[t].demand[0]), prices.price[n])
-                       + pricing.reclaim_risk(job, prices.price[n], prices.reclaim[n]))
+    gang = gang_gpus(problem, j)
+    dollars = sum(k * (pricing.compute_cost(job, pod_gpus(problem, t, n), prices.price[n])
+                       + pricing.reclaim_risk(job, prices.price[n], prices.reclaim[n], gang))
                   for (t, n), k in counts.items())
     value = sum(k * priority_value(problem, t) for (t, _), k in counts.items())
     if request.policy.peak and job.deferrable:

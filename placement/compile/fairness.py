@@ -7,13 +7,17 @@ GPU than the one before (1, ¾, ½, ¼ × the weight), and GPUs beyond E_T add n
 equal priority, the next free GPUs go to the team furthest below its entitlement, and a team
 above it gains nothing from taking more. Encoded one-sidedly (docs/solver.md §5):
 
-    seg_{T,k} ∈ [0, E_T/4],   Σ_k seg_{T,k} ≤ A_T,   maximise Σ slope_k·seg_{T,k}
+    seg_{T,k} ∈ [0, E_T/4],   QUANTUM·Σ_k seg_{T,k} ≤ A_T,   maximise Σ slope_k·seg_{T,k}
 
 Decreasing slopes make the solver fill the segments in order, so no ordering constraint is needed.
+A_T counts GPU-equivalents in milli-GPU (MIG and shared pods their part of a GPU, as quotas do:
+compile/quota.py); the segments count quanta (`compile.quota.quantum`: whole GPUs when every pod
+takes whole GPUs), fine enough for a MIG instance or a share, coarse enough for integer objective
+coefficients.
 
-**aging.** A placed pod is worth `weights.aging` × its GPUs (0.01 for a CPU-only pod, as in the
-priority term) per day its job has waited since `submitted_at` (against the planning time),
-capped at `MAX_AGE_DAYS`, so that a long wait eventually outweighs a gap in priority.
+**aging.** A placed pod is worth `weights.aging` × its GPU-equivalents (0.01 for a CPU-only pod,
+as in the priority term) per day its job has waited since `submitted_at` (against the planning
+time), capped at `MAX_AGE_DAYS`, so that a long wait eventually outweighs a gap in priority.
 """
 
 from __future__ import annotations
@@ -23,9 +27,10 @@ from ortools.sat.python import cp_model
 
 from placement.compile.context import SCALE, ModelContext
 from placement.compile.priority import pod_value
-from placement.compile.quota import bounds, team_gpus
+from placement.compile.quota import bounds, quantum, team_gpus
 from placement.holdings import held_after, problem_entitlements
 from placement.solution import Placement
+from placement.teams import MILLI
 
 #: Value per GPU of each successive quarter of a team's entitlement (× weights.fairness).
 SLOPES = (1.0, 0.75, 0.5, 0.25)
@@ -62,19 +67,22 @@ def _fairness(ctx: ModelContext) -> None:
     entitled = problem_entitlements(problem)
     held = team_gpus(ctx, np.ones(problem.n_nodes, dtype=bool))
     segs: dict[int, list[cp_model.IntVar]] = {}
+    step = quantum(problem)  # milli-GPU per segment unit
+    per_quantum = step / MILLI  # GPUs per segment unit
     for team, (variables, coefs, const) in enumerate(held):
-        widths = segments(float(entitled[team]))
+        widths = segments(float(entitled[team]) / per_quantum)
         if not variables or not any(widths):
             continue  # nothing the plan can change, or nothing owed
         seg = [ctx.model.new_int_var(0, w, f"fair[{team},{k}]") for k, w in enumerate(widths)]
-        ctx.model.add(cp_model.LinearExpr.sum(seg) <= cp_model.LinearExpr.weighted_sum(variables, coefs) + const)
-        ctx.objective.add("fairness", seg, list(SLOPES), weight)
+        ctx.model.add(step * cp_model.LinearExpr.sum(seg)
+                      <= cp_model.LinearExpr.weighted_sum(variables, coefs) + const)
+        ctx.objective.add("fairness", seg, [slope * per_quantum for slope in SLOPES], weight)
         segs[team] = seg
 
     def hint(ctx: ModelContext, placement: Placement, values: dict[int, int]) -> None:
         after = held_after(ctx.problem, placement)
         for team, seg in segs.items():
-            for var, v in zip(seg, fill(int(after[team]), [bounds(s)[1] for s in seg]), strict=True):
+            for var, v in zip(seg, fill(int(after[team]) // step, [bounds(s)[1] for s in seg]), strict=True):
                 values[var.index] = v
 
     if segs:
@@ -95,5 +103,6 @@ def _aging(ctx: ModelContext) -> None:
         return
     for t, task in enumerate(ctx.problem.tasks):
         days = waited_days(ctx, task.job)
-        if round(pod_value(task.spec.gpus) * days * weight * SCALE) and ctx.x[t]:
-            ctx.objective.add("aging", ctx.x[t], [pod_value(task.spec.gpus) * days] * len(ctx.x[t]), weight)
+        value = pod_value(ctx.problem.gpu_value(t))
+        if round(value * days * weight * SCALE) and ctx.x[t]:
+            ctx.objective.add("aging", ctx.x[t], [value * days] * len(ctx.x[t]), weight)

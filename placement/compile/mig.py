@@ -134,7 +134,7 @@ def _breaks_whole_nodes(ctx: ModelContext, tables: dict[int, NodeTable],
     problem = ctx.problem
     cost = problem.request.policy.weights.mig_reconfigure
     empty = problem.gpu_empty()
-    levels = priority.level_weights([job.priority for job in problem.jobs])
+    levels = priority.class_weights(problem)
     out: dict[int, cp_model.IntVar] = {}
     for n, table in tables.items():
         pods = pods_on.get(n, [])

@@ -1,7 +1,10 @@
 """Quota (hard): no team holds more than nominal + borrowing limit, and borrowing comes only from idle nominal.
 
-Per quota scope s and team T (placement/teams.py states the rules), with A_T the GPUs the team
-holds after the plan on the scope's nodes (running jobs kept + pods placed):
+Per quota scope s and team T (placement/teams.py states the rules), with A_T what the team holds
+after the plan on the scope's nodes (running jobs kept + pods placed), in the scope's integer unit:
+milli-GPU for GPU scopes (a pod of task t on node n counts its GPU-equivalents there: whole GPUs,
+its share, or its MIG instance's fraction of that node's GPU), milli-CPU and MiB for CPU and
+memory scopes:
 
     A_T ≤ cap_T                                    one row per team that could exceed its cap
     over_T ≥ A_T − guaranteed_T,  over_T ≥ 0       one integer per team that could borrow
@@ -13,57 +16,93 @@ new placement there needs a borrower's running job to be preempted (compile/pree
 whether that is allowed).
 
 Term `quota` (soft, Kueue's admission order): every GPU a team holds within its nominal is worth
-`NOMINAL_VALUE` × weights.priority, more than the whole spread of priority levels, so a team's
+`nominal_value` × weights.priority (compile/priority.py: above every priority class; `NOMINAL_VALUE`
+with weighted priorities), more than the whole spread of priority class weights per GPU, so a team's
 demand within its nominal is served before another team borrows, whatever their priorities. Idle
 nominal is lent only when its owner cannot use it in this plan, and the next cycle need not
 reclaim what this one lent (Kueue users report unnecessary or looping preemptions under fair sharing):
 
-    inside_T ≤ A_T,  inside_T ∈ [0, nominal_T],  maximise NOMINAL_VALUE·Σ_T inside_T
+    QUANTUM·inside_T ≤ A_T,  inside_T ∈ [0, nominal_T / QUANTUM],  maximise nominal_value·Σ_T inside_T
+
+on GPU scopes only, with `inside_T` counted in quanta (`quantum`): objective coefficients are
+integers at `SCALE` per GPU-equivalent, too coarse per milli-GPU. The quantum is the largest that
+divides every pod's milli-GPU and a GPU (1000 when every pod takes whole GPUs, 125 with 1g MIG
+pods on 8-slice GPUs), and at least `QUANTUM` (1/40 GPU: shares such as 1/3 count in its steps).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from ortools.sat.python import cp_model
 
 from placement.compile.context import ModelContext
-from placement.compile.priority import TOP_WEIGHT
-from placement.holdings import held_after
+from placement.compile.priority import TOP_WEIGHT, nominal_value
+from placement.holdings import held_in, running_use, task_milli
+from placement.problem import Problem
 from placement.solution import Placement
-from placement.teams import UNLIMITED
+from placement.teams import MILLI, UNLIMITED
 
-#: Per GPU held within nominal, × weights.priority: above the 1..TOP_WEIGHT spread of priority levels.
+#: Value per GPU held within nominal with weighted priorities, × weights.priority: above the 1..TOP_WEIGHT
+#: spread of levels (compile/priority.py `nominal_value` gives it, and the strict one).
 NOMINAL_VALUE = TOP_WEIGHT
+#: Smallest milli-GPU per unit of the soft terms' variables (in-nominal GPUs here, fair-share segments in
+#: fairness): see `quantum`.
+QUANTUM = 25
+
+Held = list[tuple[list[cp_model.IntVar], list[int], int]]
 
 
-def team_gpus(ctx: ModelContext, mask: np.ndarray) -> list[tuple[list[cp_model.IntVar], list[int], int]]:
-    """Per team, A_T on `mask` nodes as (variables, coefficients, constant): placed pods, minus preempted GPUs.
-
-    Shared with the preemption module (reclaim needs "the reclaiming team ends within nominal").
-    """
+def team_use(ctx: ModelContext, mask: np.ndarray, resource: int = 0) -> Held:
+    """Per team, A_T on `mask` nodes as (variables, coefficients, constant): placed pods, minus preempted
+    running work; milli-GPU (resource 0, GPU-equivalents), milli-CPU (1) or MiB (2)."""
     problem = ctx.problem
     assert problem.teams is not None
-    out: list[tuple[list[cp_model.IntVar], list[int], int]] = [([], [], 0) for _ in range(problem.teams.size)]
+    out: Held = [([], [], 0) for _ in range(problem.teams.size)]
     for r in problem.running:
         if r.team < 0:
             continue
-        here = int((r.use[:, 0] * mask[r.nodes]).sum())
+        here = int((running_use(problem, r.index)[:, resource] * mask[r.nodes]).sum())
         variables, coefs, const = out[r.team]
         if r.index in ctx.evicted and here:
             variables.append(ctx.evicted[r.index])
             coefs.append(-here)
         out[r.team] = (variables, coefs, const + here)
     for t, cand in enumerate(ctx.candidates):
-        task = ctx.problem.tasks[t]
+        task = problem.tasks[t]
         team = problem.job_team[task.job]
-        gpus = int(task.demand[0])
-        if team < 0 or gpus == 0:
+        if team < 0 or not len(cand):
             continue
-        for var, n in zip(ctx.x[t], cand.tolist(), strict=True):
-            if mask[n]:
+        each = task_milli(problem, t, cand) if resource == 0 else np.full(len(cand), int(task.demand[resource]))
+        for var, n, c in zip(ctx.x[t], cand.tolist(), each.tolist(), strict=True):
+            if c and mask[n]:
                 out[team][0].append(var)
-                out[team][1].append(gpus)
+                out[team][1].append(int(c))
     return out
+
+
+def quantum(problem: Problem) -> int:
+    """Milli-GPU per unit of the soft terms' variables: gcd of a GPU and every pod's milli-GPU, at least QUANTUM."""
+    cached = problem.extras.get("quota_quantum")
+    if cached is None:
+        step = MILLI
+        for t in range(len(problem.tasks)):
+            for value in np.unique(task_milli(problem, t, problem.tasks[t].candidates)).tolist():
+                step = math.gcd(step, int(value))
+        for r in problem.running:
+            for value in running_use(problem, r.index)[:, 0].tolist():
+                step = math.gcd(step, int(value))
+        cached = problem.extras["quota_quantum"] = max(step, QUANTUM)
+    return int(cached)  # type: ignore[call-overload]
+
+
+def team_gpus(ctx: ModelContext, mask: np.ndarray) -> Held:
+    """Per team, its milli-GPU on `mask` nodes (`team_use` of GPUs): the unit of GPU scopes.
+
+    Shared with the preemption module (reclaim needs "the reclaiming team ends within nominal").
+    """
+    return team_use(ctx, mask, 0)
 
 
 def bounds(var: cp_model.IntVar) -> tuple[int, int]:
@@ -79,16 +118,17 @@ def most(variables: list[cp_model.IntVar], coefs: list[int], const: int) -> int:
 
 def apply(ctx: ModelContext) -> None:
     index = ctx.problem.teams
-    if index is None or not index.scopes:
+    if index is None or not index.all_scopes:
         return
     over_vars: dict[tuple[int, int], cp_model.IntVar] = {}
     inside_vars: dict[tuple[int, int], cp_model.IntVar] = {}
-    value = NOMINAL_VALUE * ctx.problem.request.policy.weights.priority
-    for s, scope in enumerate(index.scopes):
+    value = nominal_value(ctx.problem) * ctx.problem.request.policy.weights.priority
+    step = quantum(ctx.problem)
+    for s, scope in enumerate(index.all_scopes):
         guaranteed = scope.guaranteed
         borrowers: list[cp_model.IntVar] = []
         fixed_borrowed = 0
-        for team, (variables, coefs, const) in enumerate(team_gpus(ctx, scope.mask)):
+        for team, (variables, coefs, const) in enumerate(team_use(ctx, scope.mask, scope.resource)):
             top = most(variables, coefs, const)
             cap = int(scope.cap[team])
             if cap < UNLIMITED and top > cap:
@@ -97,10 +137,11 @@ def apply(ctx: ModelContext) -> None:
             if not variables:
                 fixed_borrowed += max(0, const - int(guaranteed[team]))  # running work nobody may preempt
                 continue
-            if value and scope.nominal[team] > 0:
-                inside = ctx.model.new_int_var(0, int(min(scope.nominal[team], top)), f"in_nominal[{s},{team}]")
-                ctx.model.add(inside <= cp_model.LinearExpr.weighted_sum(variables, coefs) + const)
-                ctx.objective.add("quota", [inside], [value])
+            if value and scope.resource == 0 and scope.nominal[team] >= step:
+                ub = int(min(scope.nominal[team], max(top, 0)) // step)
+                inside = ctx.model.new_int_var(0, ub, f"in_nominal[{s},{team}]")
+                ctx.model.add(step * inside <= cp_model.LinearExpr.weighted_sum(variables, coefs) + const)
+                ctx.objective.add("quota", [inside], [value * step / MILLI])
                 inside_vars[s, team] = inside
             if top <= guaranteed[team]:
                 continue  # can never draw on the cohort
@@ -114,14 +155,16 @@ def apply(ctx: ModelContext) -> None:
                 ctx.model.add(cp_model.LinearExpr.sum(borrowers) <= scope.pool - fixed_borrowed)
 
     def hint(ctx: ModelContext, placement: Placement, values: dict[int, int]) -> None:
-        for s, scope in enumerate(index.scopes):
-            alloc = held_after(ctx.problem, placement, scope.mask)
+        for s, scope in enumerate(index.all_scopes):
+            if not any((s, team) in over_vars or (s, team) in inside_vars for team in range(index.size)):
+                continue
+            alloc = held_in(ctx.problem, placement, scope)
             for team in range(index.size):
                 if (s, team) in over_vars:
                     var = over_vars[s, team]
                     values[var.index] = max(0, int(alloc[team] - scope.guaranteed[team]))
                 if (s, team) in inside_vars:
                     var = inside_vars[s, team]
-                    values[var.index] = min(int(alloc[team]), bounds(var)[1])
+                    values[var.index] = min(int(alloc[team]) // step, bounds(var)[1])
 
     ctx.on_hint(hint)

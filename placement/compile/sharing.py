@@ -182,7 +182,7 @@ def _breaks_whole_nodes(ctx: ModelContext, slots: dict[int, list[cp_model.IntVar
     problem = ctx.problem
     cost = problem.request.policy.weights.sharing_change
     empty = problem.gpu_empty()
-    levels = priority.level_weights([job.priority for job in problem.jobs])
+    levels = priority.class_weights(problem)
     tasks_on: dict[int, list[int]] = {}  # node -> the share tasks that may open a slot there
     for t, cand in enumerate(ctx.candidates):
         if devices.is_shared(problem.tasks[t].spec):

@@ -19,7 +19,7 @@ from placement_models import Job, Task
 
 from placement import devices
 from placement.compile.context import ModelContext
-from placement.compile.priority import level_weights
+from placement.compile.priority import class_weights
 from placement.rightsize import SUFFIX, pairs
 
 OVER_DECLARED = "usage.over_declared"
@@ -34,7 +34,7 @@ def apply(ctx: ModelContext) -> None:
 def _priority_values(ctx: ModelContext) -> list[float]:
     """Per task, one pod's priority value (priority level weight × GPU-equivalents), as compile/priority.py."""
     problem = ctx.problem
-    levels = level_weights([job.priority for job in problem.jobs])
+    levels = class_weights(problem)
     return [levels[problem.jobs[t.job].priority] * problem.gpu_value(t.index) for t in problem.tasks]
 
 

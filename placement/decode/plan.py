@@ -9,6 +9,7 @@ lowest free indices when the node's graph is not described).
 
 from __future__ import annotations
 
+import numpy as np
 from placement_models import Assignment, Objective, Pending, Plan, PlanStatus, Preemption, SolverStats
 
 from placement import picks, pricing, provision
@@ -19,7 +20,9 @@ from placement.decode.teams import team_reports
 from placement.decode.topology import gpu_choice
 from placement.decode.usage import fold
 from placement.explain import pending_reason, preemption_reason, quota_after
+from placement.holdings import pod_gpus
 from placement.problem import Problem
+from placement.screen import screened
 from placement.solution import Placement
 
 
@@ -54,16 +57,18 @@ def decode(problem: Problem, placement: Placement, terms: dict[str, float], stat
     ledger = quota_after(problem, placement)
     used = {n for (_, n), k in placement.counts.items() if k}
     added = set(range(provision.first_added(problem.request), problem.n_nodes))
-    pods = [(problem.jobs[problem.tasks[t].job], n, int(problem.tasks[t].demand[0]))
+    pods = [(problem.jobs[problem.tasks[t].job], n, pod_gpus(problem, t, n))  # GPU-equivalents (MIG, shares)
             for (t, n), k in sorted(placement.counts.items()) for _ in range(k)]
     pending = [Pending(job=job.name, reason=cost.pending_reason(problem, j, placement, usage,
                                                               pending_reason(problem, j, placement, usage, ledger,
                                                                              status == "optimal")))
                for j, job in enumerate(problem.jobs) if j not in placed]
+    pending = _with_screened(problem, pending)
     bound = assignments(problem, placement)
     terms = {**terms, **topology_terms.bandwidth_terms(problem, bound)}  # computed from the GPUs chosen
     rounded = {name: round(value, 6) for name, value in terms.items()}
-    preempted = [Preemption(job=problem.running[r].spec.job, reason=preemption_reason(problem, r, placement, ledger))
+    preempted = [Preemption(job=problem.running[r].spec.job,  # + the job it makes room for, the rule allowing it
+                            **preemption_reason(problem, r, placement, ledger)._asdict())
                  for r in sorted(placement.evicted)]
     teams, fairness_index = team_reports(problem, placement)
     plan = Plan(status=status, assignments=bound, pending=pending,
@@ -74,3 +79,25 @@ def decode(problem: Problem, placement: Placement, terms: dict[str, float], stat
                 mig_changes=devices.mig_changes(problem, placement),
                 sharing_changes=devices.sharing_changes(problem, placement))
     return fold(problem, plan)  # right-sized pods in the request's own names
+
+
+def _with_screened(problem: Problem, pending: list[Pending]) -> list[Pending]:
+    """Pending jobs in the request's order, with the jobs screened out before the model (they can never
+    fit: placement.screen) explained on the problem they were screened from, as if nothing else were placed."""
+    found = screened(problem)
+    if found is None:
+        return pending
+    original, gone = found
+    nothing = Placement()
+    usage = np.zeros_like(original.free)
+    reasons = {original.jobs[j].name: cost.pending_reason(original, j, nothing, usage,
+                                                      pending_reason(original, j, nothing, usage))
+               for j in gone}
+    by_name = {p.job: p for p in pending}
+    out = []
+    for job in original.jobs:
+        if job.name in reasons:
+            out.append(Pending(job=job.name, reason=reasons[job.name]))
+        elif job.name in by_name:
+            out.append(by_name[job.name])
+    return out

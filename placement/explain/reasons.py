@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import replace
+from typing import NamedTuple
 
 import numpy as np
+from placement_models.policy import PreemptionRules
 
 from placement import devices
 from placement.baseline import place_task
 from placement.explain import devices as device_reasons
 from placement.explain import topology as topology_reasons
-from placement.holdings import held_after
-from placement.problem import Problem, TaskInfo
+from placement.holdings import held_in, job_use, use_of
+from placement.problem import Problem, TaskInfo, allowed_rules
+from placement.rightsize import gang_minimums
 from placement.solution import Placement
-from placement.teams import QuotaLedger
+from placement.teams import QuotaLedger, amount
 
 
 def _demand_text(task: TaskInfo) -> str:
@@ -39,9 +42,24 @@ def _demand_text(task: TaskInfo) -> str:
 
 
 def gang_text(problem: Problem, j: int) -> str:
-    parts = [f"{problem.tasks[t].replicas}×{problem.tasks[t].name} ({_demand_text(problem.tasks[t])})"
-             for t in problem.job_tasks[j]]
-    return " + ".join(parts)
+    """"1×launcher (8 CPU) + 4..16×worker (8 GPUs)": with per-task minimums (`min_replicas`) an elastic task
+    shows minimum..replicas, and a `min_available` above their sum is added; an all-or-nothing gang, or one
+    with only `min_available`, reads as its tasks' replicas."""
+    job = problem.jobs[j]
+    minimums = {members[0]: minimum for members, minimum in gang_minimums(problem, j)}
+    per_task = any(0 < m < problem.tasks[t].replicas for t, m in minimums.items()) or (
+        job.min_available is not None and any(minimums.values()))
+    parts = []
+    for t in problem.job_tasks[j]:
+        task = problem.tasks[t]
+        least = minimums.get(t, task.replicas) if per_task else task.replicas
+        count = f"{least}..{task.replicas}" if least < task.replicas else f"{task.replicas}"
+        parts.append(f"{count}×{task.name} ({_demand_text(task)})")
+    text = " + ".join(parts)
+    if per_task and job.needed > sum(minimums.values()):
+        pods = sum(problem.tasks[t].replicas for t in minimums)  # a right-size alternative is no pod of its own
+        text += f", at least {job.needed} of its {pods} pods"
+    return text
 
 
 def _filter_reason(problem: Problem, task: TaskInfo) -> str:
@@ -74,8 +92,9 @@ def _fits(problem: Problem, j: int, free: np.ndarray, placement: Placement | Non
         return device_reasons.job_fits(problem, j, free, placement, place_task)
     trial = free.copy()
     counts: dict[tuple[int, int], int] = {}
-    placed = sum(place_task(problem, t, trial, counts) for t in problem.job_tasks[j])
-    return placed >= problem.jobs[j].needed
+    got = {t: place_task(problem, t, trial, counts) for t in problem.job_tasks[j]}
+    return sum(got.values()) >= problem.jobs[j].needed and all(
+        sum(got[t] for t in members) >= minimum for members, minimum in gang_minimums(problem, j))
 
 
 def _gpus_by_node(problem: Problem, placement: Placement) -> dict[int, dict[int, int]]:
@@ -182,40 +201,42 @@ HINT_VICTIMS = 8
 
 
 def quota_after(problem: Problem, placement: Placement) -> QuotaLedger | None:
-    """Each team's GPUs per quota scope once the plan is applied (None without quota scopes)."""
-    if problem.teams is None or not problem.teams.scopes:
+    """What each team holds per quota scope (GPU-equivalents, CPU, memory) once the plan is applied
+    (None without quota scopes)."""
+    if problem.teams is None or not problem.teams.all_scopes:
         return None
     ledger = QuotaLedger(problem.teams)
-    for s, scope in enumerate(problem.teams.scopes):
-        ledger.alloc[s] = held_after(problem, placement, scope.mask)
+    for s, scope in enumerate(problem.teams.all_scopes):
+        ledger.alloc[s] = held_in(problem, placement, scope)
     return ledger
 
 
 def _where(problem: Problem, j: int, free: np.ndarray) -> np.ndarray:
-    """GPUs per node the greedy fit would give job j in `free`."""
+    """(N, 3) what the greedy fit would give job j in `free`, per node: milli-GPU, milli-CPU, MiB."""
     trial = free.copy()
     counts: dict[tuple[int, int], int] = {}
     for t in problem.job_tasks[j]:
         place_task(problem, t, trial, counts)
-    gpus = np.zeros(problem.n_nodes, dtype=np.int64)
-    for (t, n), k in counts.items():
-        gpus[n] += int(problem.tasks[t].demand[0]) * k
-    return gpus
+    return use_of(problem, counts)
 
 
-def quota_reason(problem: Problem, j: int, ledger: QuotaLedger | None, gpus: np.ndarray | None = None) -> str | None:
-    """"quota: research at 96/96 GPUs ..." when adding job j breaks its team's quota.
+def quota_reason(problem: Problem, j: int, ledger: QuotaLedger | None, use: np.ndarray | None = None) -> str | None:
+    """"quota: research at 96/96 GPUs ..." when adding job j breaks its team's quota (GPU-equivalents: MIG
+    and shared pods count their part of a GPU; CPU and memory quotas too).
 
-    Without `gpus` (where the job would go) only the cluster-wide scope can be judged.
+    Without `use` (where the job would go, per node) only cluster-wide scopes can be judged.
     """
     team = problem.job_team[j] if problem.job_team else -1
-    if ledger is None or team < 0 or problem.job_gpus(j) == 0:
+    if ledger is None or team < 0:
         return None
     index = ledger.index
-    if gpus is None:
-        add = np.array([problem.job_gpus(j) if s.mask.all() else 0 for s in index.scopes], dtype=np.int64)
+    if use is None:
+        total = job_use(problem, j)
+        add = np.array([total[s.resource] if s.mask.all() else 0 for s in index.all_scopes], dtype=np.int64)
     else:
-        add = index.scope_gpus(gpus)
+        add = index.scope_use(use)
+    if not add.any():
+        return None
     return ledger.blocker(team, add)
 
 
@@ -232,53 +253,82 @@ def _outranked(problem: Problem, j: int, rivals: list[int]) -> str:
                                             for r in higher) + ": "
 
 
-def preemption_reason(problem: Problem, r: int, placement: Placement, ledger: QuotaLedger | None) -> str:
-    """Why running job r is preempted: the job placed in its stead outranks it, or its team is reclaimed from."""
+class Justification(NamedTuple):
+    """Why a running job is preempted: the placed job it makes room for, the rule of policy.preemption that
+    allows it (placement_models.PreemptionRule; None only if no placed job explains it), and a sentence."""
+
+    for_job: str
+    rule: str | None
+    reason: str
+
+
+def preemption_reason(problem: Problem, r: int, placement: Placement, ledger: QuotaLedger | None) -> Justification:
+    """Why running job r is preempted: a placed job with a pod on its nodes that a rule allows to take its place
+    (`Problem.eviction_rules`, and for reclaim its team within nominal after the plan), `within_team` first,
+    then `reclaim_within_cohort`, then `borrow_within_cohort`; the highest priority, then the name, first."""
     victim = problem.running[r]
     nodes = set(victim.nodes.tolist())
     stead: dict[int, set[int]] = {}
     for (t, n), k in placement.counts.items():
         if k and n in nodes:
             stead.setdefault(problem.tasks[t].job, set()).add(n)
-    higher = sorted((j for j in stead if problem.jobs[j].priority > victim.priority),
-                    key=lambda j: (-problem.jobs[j].priority, problem.jobs[j].name))
-    if higher:
-        top = problem.jobs[higher[0]]
-        return f"priority {victim.priority} < {top.priority} ({top.name})"
+    order = sorted(stead, key=lambda j: (-problem.jobs[j].priority, problem.jobs[j].name))
+    rules = {j: problem.eviction_rules(j, r) for j in order}
+    for j in order:
+        if "within_team" in rules[j]:
+            job = problem.jobs[j]
+            if job.priority > victim.priority:
+                return Justification(job.name, "within_team",
+                                     f"priority {victim.priority} < {job.priority} ({job.name})")
+            return Justification(job.name, "within_team",
+                                 f"priority {victim.priority} = {job.priority} ({job.name}), started after it "
+                                 "was submitted (lower_or_newer_equal_priority)")
     index = problem.teams
-    if index is not None and ledger is not None and victim.team >= 0:
-        for s, scope in enumerate(index.scopes):
+    for rule in ("reclaim_within_cohort", "borrow_within_cohort"):
+        for s, scope in enumerate(index.scopes if index is not None and victim.team >= 0 else ()):
             if scope.before[victim.team] <= scope.nominal[victim.team]:
                 continue
-            for j in sorted(stead, key=lambda j: problem.jobs[j].name):
+            held, nominal = amount(scope.before[victim.team]), amount(scope.nominal[victim.team])
+            borrowing = f"team {index.names[victim.team]} borrowing above nominal ({held}/{nominal} GPUs{scope.label})"
+            for j in order:
                 team = problem.job_team[j]
-                if team < 0 or team == victim.team or not any(scope.mask[n] for n in stead[j]):
+                if rule not in rules[j] or not any(scope.mask[n] for n in stead[j]):
                     continue
-                if ledger.alloc[s, team] <= scope.nominal[team]:
-                    return (f"team {index.names[victim.team]} borrowing above nominal "
-                            f"({scope.before[victim.team]}/{scope.nominal[victim.team]} GPUs{scope.label}) while "
-                            f"{index.names[team]} below ({ledger.alloc[s, team]}/{scope.nominal[team]} after this "
-                            f"plan): reclaimed for {problem.jobs[j].name}")
-    return "preempted to make room (no single job placed in its stead explains it)"
+                name = problem.jobs[j].name
+                if rule == "borrow_within_cohort":
+                    cap = problem.request.policy.preemption_rules.borrow_within_cohort.max_priority_threshold
+                    limit = f", at most {cap}" if cap is not None else ""
+                    return Justification(name, rule, f"{borrowing} and priority {victim.priority} < "
+                                         f"{problem.jobs[j].priority}{limit}: preempted for {name}, which borrows "
+                                         "(borrow_within_cohort)")
+                if ledger is not None and ledger.alloc[s, team] <= scope.nominal[team]:
+                    return Justification(name, rule, f"{borrowing} while {index.names[team]} below "
+                                         f"({amount(ledger.alloc[s, team])}/{amount(scope.nominal[team])} after "
+                                         f"this plan): reclaimed for {name}")
+    return Justification("", None, "preempted to make room (no job placed in its stead is allowed to preempt it)")
+
+
+def _hint_rules(problem: Problem, j: int, r: int) -> tuple[str, ...]:
+    """The rules under which job j may preempt r; with preemption off, those `policy.preemption: true` would give."""
+    if problem.request.policy.preemption_rules is not None:
+        return problem.eviction_rules(j, r)
+    job, victim = problem.jobs[j], problem.running[r]
+    return allowed_rules(PreemptionRules(), job.priority, job.submitted_at, problem.job_team[j] if problem.job_team
+                         else -1, replace(victim, evictable=victim.ripe))
 
 
 def _why_kept(problem: Problem, j: int, r: int) -> str:
-    victim = problem.running[r]
-    policy = problem.request.policy
-    name = victim.spec.job
-    if not policy.preemption:
+    if problem.request.policy.preemption_rules is None:
         return "preemption is off: policy.preemption"
-    if not victim.spec.preemptible:
-        return f"{name} is not preemptible"
-    if not victim.evictable:
-        return f"{name} has not run policy.min_runtime_s ({policy.min_runtime_s:g} s) yet"
-    if not problem.may_evict(j, r):
-        return f"{name} has priority {victim.priority} ≥ {problem.jobs[j].priority} and its team is not borrowing"
-    return f"preempting {name} costs more than placing this job gains"
+    rule = _hint_rules(problem, j, r)[0]
+    return f"{problem.running[r].spec.job} may be preempted for it ({rule}), but the plan keeps it"
 
 
 def preemption_hint(problem: Problem, j: int, placement: Placement, usage: np.ndarray) -> str:
-    """"; fits if 8 GPUs of team vision were preempted (old-train is not preemptible)", or "" (none or too costly)."""
+    """"; fits if 8 GPUs of team vision were preempted (preemption is off: policy.preemption)", or "" (none or too
+    costly). Only victims a rule allows for job j are named (with preemption off: the rules `true` would give),
+    in the model's order of preference (lowest priority, least work lost, newest); never a job that is not
+    preemptible or has not run policy.min_runtime_s."""
     if not problem.running or len(problem.jobs) * problem.n_nodes > HINT_BUDGET:
         return ""
     tasks = problem.job_tasks[j]
@@ -288,8 +338,9 @@ def preemption_hint(problem: Problem, j: int, placement: Placement, usage: np.nd
     nodes = np.zeros(problem.n_nodes, dtype=bool)
     for t in tasks:
         nodes[problem.tasks[t].eligible] = True
-    found = [r.index for r in problem.running if r.index not in placement.evicted and nodes[r.nodes].any()]
-    found.sort(key=lambda r: (problem.running[r].priority, problem.running[r].gpus, problem.running[r].spec.job))
+    found = [r.index for r in problem.running if r.index not in placement.evicted and nodes[r.nodes].any()
+             and _hint_rules(problem, j, r.index)]
+    found.sort(key=lambda r: problem.running[r].order())
     room = problem.free - usage
     chosen: list[int] = []
     for r in found[:HINT_VICTIMS]:
@@ -306,7 +357,7 @@ def preemption_hint(problem: Problem, j: int, placement: Placement, usage: np.nd
         if _fits(view, j, trial):
             chosen.remove(r)
             room = trial
-    why = "; ".join(_why_kept(problem, j, r) for r in chosen)
+    why = "; ".join(dict.fromkeys(_why_kept(problem, j, r) for r in chosen))
     return f"; fits if {_victims_text(problem, chosen)} were preempted ({why})"
 
 

@@ -87,7 +87,9 @@ class RequestAssembly(ImportState):
             "name": d.name, "team": team, "priority": d.priority,
             "submitted_at": d.submitted.isoformat() if d.submitted else None,
             "min_available": d.min_available, "spot_ok": True, "topology": d.topology,
-            "tasks": [shape.task(name, n, share if shape.shared_replicas else None) for name, shape, n, _ in d.tasks],
+            "tasks": [shape.task(name, n, share if shape.shared_replicas else None)
+                      | ({"min_replicas": d.task_mins[name]} if name in d.task_mins else {})
+                      for name, shape, n, _ in d.tasks],
         }
 
     def _shared_share(self, d: Draft) -> Fraction:

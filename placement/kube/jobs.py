@@ -73,6 +73,8 @@ class Gang:
     preemptible: bool | None
     min_member: int | None
     topology: View | None  # the object's topology request (format depends on the kind)
+    #: Volcano PodGroup `minTaskMember`: task name -> its minimum pods
+    min_task_member: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -89,6 +91,8 @@ class Draft:
     submitted: datetime | None = None
     min_available: int | None = None
     tasks: list[tuple[str, Shape, int, list[str]]] = field(default_factory=list)  # (name, shape, replicas, pods)
+    #: v1 task -> its `min_replicas` (Volcano task minAvailable, PodGroup minTaskMember, Kueue minCount)
+    task_mins: dict[str, int] = field(default_factory=dict)
     k8s_tasks: dict[str, str] = field(default_factory=dict)  # v1 task -> Kubernetes task/podSet name
     topology: dict[str, Any] | None = None
 

@@ -1,4 +1,5 @@
-"""Kueue Workloads -> pending jobs: podSets, minCount, topology requests and priority classes.
+"""Kueue Workloads -> pending jobs: podSets (minCount: the task's min_replicas), topology requests and
+priority classes.
 
 An admitted Workload is running work, read from its pods (placement.kube.running); its queue
 and priority still come from here.
@@ -56,7 +57,6 @@ class KueueWorkloads(ImportState):
                       obj.name, queue=("local-queue", queue) if queue else None,
                       priority=self._workload_priority(obj, spec),
                       submitted=J.timestamp(obj.meta, "creationTimestamp"))
-        shrink = 0
         requests: list[tuple[View, dict[str, Any]]] = []
         for ps in spec.items("podSets"):
             name = ps.text("name", required=True)
@@ -67,18 +67,14 @@ class KueueWorkloads(ImportState):
                 draft.tasks.append((name, shape, count, []))
                 draft.k8s_tasks[name] = name
             min_count = ps.integer("minCount", None, minimum=0)
-            if min_count is not None:
+            if min_count is not None:  # partial admission: this podSet may shrink down to minCount pods
                 if min_count > count:
                     ps.fail("minCount", f"{min_count} exceeds count {count}")
-                shrink += count - min_count
+                if count and min_count < count:
+                    draft.task_mins[name] = min_count
             request = self._topology_request(ps)
             if request:
                 requests.append((ps, request))
-        if shrink and len(draft.tasks) > 1:
-            self.warnings.add(obj.where, "spec.podSets", "minCount lowers the job's minimum; which podSet shrinks is "
-                              "not kept (placement/v1 counts pods over the whole job)")
-        total = sum(n for _, _, n, _ in draft.tasks)
-        draft.min_available = total - shrink if shrink and total - shrink >= 1 else None
         if requests:
             draft.topology = requests[0][1]
             for ps, other in requests[1:]:

@@ -31,12 +31,15 @@ class PodGroups(VolcanoJobs):
         topology = spec.sub("topologyConstraint") if kai else spec.sub("networkTopology")
         self._podgroup_warnings(obj, spec, kai)
         preemptible = None if not preempt else preempt == "preemptible"
+        members = spec.sub("minTaskMember") if not kai else None
+        task_mins = {} if members is None or not members.value else {
+            name: members.integer(name, required=True, minimum=0) for name, _ in members.mapping_items()}
         return group, Gang(obj, ("team", queue) if queue else None, self._class(spec, "priorityClassName"), preemptible,
-                           spec.integer("minMember", None, minimum=0), topology if topology.value else None)
+                           spec.integer("minMember", None, minimum=0), topology if topology.value else None, task_mins)
 
     def _podgroup_warnings(self, obj: Obj, spec: View, kai: bool) -> None:
         keys = ("minSubGroup", "subGroups", "preemptionDelay", "stalenessGracePeriod") if kai else \
-            ("minTaskMember", "subGroupPolicy")
+            ("subGroupPolicy",)
         for key in keys:
             if spec.has(key):
                 self.warnings.add(obj.where, f"spec.{key}", "sub-group minimums and timing are not honoured: only the "
@@ -60,9 +63,34 @@ class PodGroups(VolcanoJobs):
             self.warnings.add(obj.where, "spec.minMember", f"{gang.min_member} exceeds the {total} pods in the input: "
                               "the job needs them all")
         draft.min_available = gang.min_member if gang.min_member and gang.min_member < total else None
+        if draft.min_available is not None and gang.min_task_member:
+            self._min_task_member(draft, gang)
         if gang.topology is not None:
             self._gang_topology(draft, gang)
         self.drafts.append(draft)
+
+    def _min_task_member(self, draft: Draft, gang: Gang) -> None:
+        """`minTaskMember` -> min_replicas, as Volcano's gang check reads it: only when minMember is at least
+        the sum of the tasks' minimums; a task missing from it has none of its own."""
+        where, wanted = gang.obj.where, draft.min_available or 0
+        floor = sum(gang.min_task_member.values())
+        if floor > wanted:
+            self.warnings.add(where, "spec.minTaskMember", f"not honoured: minMember ({wanted}) is below the "
+                              f"sum of the tasks' minimums ({floor}), so Volcano checks only the job's total")
+            return
+        pods = {name: n for name, _, n, _ in draft.tasks}
+        for task, least in gang.min_task_member.items():
+            ours = [name for name, k8s in draft.k8s_tasks.items() if k8s == task]
+            if not ours:
+                continue  # no pod of that task in the input: nothing to place
+            if len(ours) > 1:
+                self.warnings.add(where, f"spec.minTaskMember.{task}", f"not honoured: the task's pods come in "
+                                  f"{len(ours)} shapes ({', '.join(ours)}), imported as separate tasks")
+                continue
+            if least > pods[ours[0]]:
+                self.warnings.add(where, f"spec.minTaskMember.{task}", f"{least} exceeds the task's {pods[ours[0]]} "
+                                  "pods in the input: it needs them all")
+            draft.task_mins[ours[0]] = min(least, pods[ours[0]])
 
     def _gang_topology(self, draft: Draft, gang: Gang) -> None:
         view = gang.topology

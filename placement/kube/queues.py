@@ -14,8 +14,10 @@ on the idle part, all teams in one cohort. The mappings:
 * KAI Queue: `resources.gpu.quota` is the nominal share (−1: none), `limit` the ceiling (−1: none),
   `overQuotaWeight` the weight for GPUs above quota (0: never above quota). KAI lends all idle quota.
 
-Quotas on CPU and memory, queue hierarchies, queue priorities and per-queue preemption settings
-have no v1 field: each is reported as a warning.
+Queue hierarchies, queue priorities and per-queue preemption settings have no v1 field: each is
+reported as a warning. Quotas on CPU and memory have one (`quota.cpu`, `quota.memory_gib`,
+cluster-wide) but are not imported yet: Kueue sets them per flavor, and jobs in no queue (imported as
+a team of their own, outside the other teams' GPU quotas) would fall under them; each is a warning.
 """
 
 from __future__ import annotations
@@ -117,7 +119,7 @@ def _other_resources(fields: list[tuple[View, str]], warnings: Warnings) -> None
     found = sorted(f"{v.where(key)}.{name}" for v, key in fields if v.has(key) for name in v.sub(key).value
                    if name != GPU)
     if found:
-        warnings.add(fields[0][0].obj.where, ", ".join(found), "only GPUs are counted by quotas: not honoured")
+        warnings.add(fields[0][0].obj.where, ", ".join(found), "only GPUs are imported into quotas: not honoured")
 
 
 # --------------------------------------------------------------------------------------------
@@ -202,7 +204,7 @@ def _kai_leaf(obj: Obj, spec: View, warnings: Warnings) -> TeamSpec:
     for name in ("cpu", "memory"):
         r = resources.sub(name)
         if any(_number(r, k, -1) >= 0 for k in ("quota", "limit")):
-            warnings.add(obj.where, f"spec.resources.{name}", "only GPUs are counted by quotas: not honoured")
+            warnings.add(obj.where, f"spec.resources.{name}", "only GPUs are imported into quotas: not honoured")
     for key in ("priority", "preemptMinRuntime", "reclaimMinRuntime"):
         if spec.has(key):
             warnings.add(obj.where, f"spec.{key}", "per-queue setting: not honoured")
@@ -271,7 +273,7 @@ def cluster_queue(obj: Obj, flavors: dict[str, Scope | None], warnings: Warnings
                     others.add(r.text("name") or "")
     if others:
         warnings.add(obj.where, "spec.resourceGroups", f"quotas on {', '.join(sorted(others))}: only {GPU} is "
-                     "counted by quotas, not honoured")
+                     "imported into quotas, not honoured")
     if cohort is None and team.quotas:
         warnings.add(obj.where, "spec.cohortName", "no cohort: the queue neither borrows nor lends (limits 0)")
     for key in ("flavorFungibility", "admissionChecks", "admissionChecksStrategy", "namespaceSelector",

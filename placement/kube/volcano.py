@@ -57,17 +57,37 @@ class VolcanoJobs(ImportState):
             return
         total = sum(n for _, _, n, _ in draft.tasks)
         # Volcano's default minAvailable is the sum of the tasks' minimums (each defaulting to its replicas)
-        wanted = spec.integer("minAvailable", None, minimum=0) or sum(m for _, m in task_mins)
+        floor = sum(m for _, m in task_mins)
+        wanted = spec.integer("minAvailable", None, minimum=0) or floor
         if wanted > total:
             spec.fail("minAvailable", f"{wanted} exceeds the {total} pods of the job")
-        draft.min_available = wanted if 0 < wanted < total else None
-        for t, task_min in task_mins:
-            if draft.min_available is not None and t.has("minAvailable") and task_min < t.integer("replicas", 1):
-                self.warnings.add(obj.where, t.where("minAvailable"), "per-task minimums are not honoured: only the "
-                                  f"job's total ({draft.min_available} pods)")
+        self._volcano_minimums(obj, draft, task_mins, wanted, total)
         if spec.has("networkTopology"):
             self._volcano_topology(draft, spec.sub("networkTopology"))
         self.drafts.append(draft)
+
+    def _volcano_minimums(self, obj: Obj, draft: Draft, task_mins: list[tuple[View, int]], wanted: int,
+                          total: int) -> None:
+        """The job's and the tasks' minimums as Volcano's gang check reads them: each task's minAvailable
+        counts only when the job's minAvailable is at least their sum (else only the job's total does)."""
+        floor = sum(m for _, m in task_mins)
+        if not 0 < wanted < total:
+            draft.min_available = None  # every pod
+            return
+        if wanted < floor:
+            draft.min_available = wanted
+            for t, task_min in task_mins:
+                if t.has("minAvailable") and task_min < t.integer("replicas", 1):
+                    self.warnings.add(obj.where, t.where("minAvailable"), "per-task minimums are not honoured: "
+                                      f"the job's minAvailable ({wanted}) is below their sum ({floor}), so Volcano "
+                                      "checks only the job's total")
+            return
+        # min_replicas where a task may shrink; with min_available set, every task's minimum is written out
+        draft.min_available = wanted if wanted > floor else None
+        for t, task_min in task_mins:
+            name, replicas = t.text("name", required=True), t.integer("replicas", 1, minimum=0)
+            if replicas and (task_min < replicas or draft.min_available is not None):
+                draft.task_mins[name] = task_min
 
     def _volcano_topology(self, draft: Draft, view: View) -> None:
         mode = view.text("mode", "hard")

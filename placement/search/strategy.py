@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from placement_models import PlanStatus, Policy, SolverStats
 
 from placement.compile.context import ModelContext
+from placement.compile.priority import pod_value
+from placement.rightsize import pairs
 from placement.search import lns, solve, warm
 from placement.solution import Placement
 
@@ -58,6 +60,10 @@ def run(ctx: ModelContext, baseline: Placement, start: float, first_plan_s: floa
     build_s = time.perf_counter() - start
 
     result, chosen, winner, search = _search(ctx, policy, baseline, baseline_score, start, log=log, stop=stop)
+    if winner == "solver" and policy.priority_mode == "strict" and _trades_down(ctx, chosen, baseline):
+        # Capped class weights (placement.compile.priority) let the model trade a higher class for lower
+        # ones; the greedy plan, placed class by class, never does.
+        chosen, winner = baseline, "baseline"
     values = ctx.assignment_of(chosen)
     terms = ctx.objective.values(lambda v: values[v.index])
     score = sum(terms.values())
@@ -81,6 +87,42 @@ def run(ctx: ModelContext, baseline: Placement, start: float, first_plan_s: floa
         baseline_objective=round(greedy_score, 6), search=search, restricted=restricted,
     )
     return Found(chosen, terms, status, stats)
+
+
+def _trades_down(ctx: ModelContext, chosen: Placement, baseline: Placement) -> bool:
+    """Does `chosen` place less of some class than `baseline` and more of a lower one? (Less of a class
+    alone is the other terms' call within it, cost for one; a higher class given up for a lower one never is.)
+    Work within the teams' nominal quotas ranks above every class (Kueue admits what fits a ClusterQueue's
+    nominal before what must borrow), so it is compared first."""
+    ours, theirs = _by_class(ctx, chosen), _by_class(ctx, baseline)
+    if "quota" in ctx.objective.terms:
+        ours.insert(0, round(_term(ctx, chosen, "quota"), 6))
+        theirs.insert(0, round(_term(ctx, baseline, "quota"), 6))
+    for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+        if a < b:
+            return any(x > y for x, y in zip(ours[i + 1:], theirs[i + 1:], strict=True))
+        if a > b:
+            return False
+    return False
+
+
+def _term(ctx: ModelContext, placement: Placement, name: str) -> float:
+    values = ctx.assignment_of(placement)
+    return ctx.objective.values(lambda v: values[v.index]).get(name, 0.0)
+
+
+def _by_class(ctx: ModelContext, placement: Placement) -> list[float]:
+    """GPU-equivalents placed per priority class, highest class first, rounded so that sums taken in another
+    order compare equal: plans compare class by class, as strict priority classes rank them."""
+    problem = ctx.problem
+    declared = {p.alternative: p.task for p in pairs(problem)}  # a right-sized pod is worth its declared GPU
+    value: dict[int, float] = {}
+    for (t, _), k in placement.counts.items():
+        if k:
+            level = problem.jobs[problem.tasks[t].job].priority
+            value[level] = value.get(level, 0.0) + k * pod_value(problem.gpu_value(declared.get(t, t)))
+    levels = sorted({job.priority for job in problem.jobs}, reverse=True)
+    return [round(value.get(level, 0.0), 6) for level in levels]
 
 
 def _score(ctx: ModelContext, values: dict[int, int]) -> float:

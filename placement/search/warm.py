@@ -1,9 +1,11 @@
 """Warm start with preemption: the greedy never preempts, so on a full cluster its plan is a poor hint.
 
-This pass extends the greedy plan job by job, evicting the cheapest justified victims on the node
-where a pod lands, as Kueue's and KAI's victim searches do, but only as a starting point for the
-model: the rules of eviction live in `placement.compile.preemption`, and the result is checked
-against the whole model with every decision fixed before it is used as the hint.
+This pass extends the greedy plan job by job, evicting on the node where a pod lands the victims
+the rules of `policy.preemption` allow for that job (`Problem.eviction_rules`), in the model's order
+of preference (lowest priority, then fewest, least work lost, newest: `eviction_costs`), as Kueue's
+and KAI's victim searches do, but only as a starting point for the model: the rules of eviction live
+in `placement.compile.preemption`, and the result is checked against the whole model with every
+decision fixed before it is used as the hint.
 """
 
 from __future__ import annotations
@@ -15,8 +17,7 @@ from ortools.sat.python import cp_model
 
 from placement.compile.context import ModelContext
 from placement.compile.preemption import eviction_costs
-from placement.compile.priority import level_weights, pod_value
-from placement.compile.quota import NOMINAL_VALUE
+from placement.compile.priority import class_weights, nominal_value, pod_value
 from placement.holdings import held_after
 from placement.solution import Placement
 from placement.teams import borrowed
@@ -95,9 +96,8 @@ class _Warm:
         self.reclaimers: set[tuple[int, int]] = set()  # (team, scope) that reclaimed: must stay within nominal
         self.costs = eviction_costs(problem, list(ctx.evicted))
         policy = problem.request.policy
-        self.w_cost = policy.weights.preemption
         self.w_value = policy.weights.priority
-        self.levels = level_weights([job.priority for job in problem.jobs])
+        self.levels = class_weights(problem)
         self.on_node: dict[int, list[int]] = {}
         for r in ctx.evicted:
             for n in problem.running[r].nodes.tolist():
@@ -122,13 +122,11 @@ class _Warm:
         return (-job.priority, job.submitted_at.timestamp() if job.submitted_at else 0.0, job.name)
 
     def _may_take(self, j: int, r: int) -> str | None:
-        """'priority' or 'reclaim' if j may evict running job r on a node, else None."""
-        victim = self.problem.running[r]
-        if self.problem.jobs[j].priority > victim.priority:
-            return "priority"
-        if victim.over_nominal and self.problem.job_team[j] not in (-1, victim.team):
-            return "reclaim"
-        return None
+        """The rule under which j may evict running job r, the least conditional first, else None: `within_team`,
+        `borrow_within_cohort` (no condition on j's team), `reclaim_within_cohort` (j's team ends within nominal)."""
+        rules = self.problem.eviction_rules(j, r)
+        return next((rule for rule in ("within_team", "borrow_within_cohort", "reclaim_within_cohort")
+                     if rule in rules), None)
 
     def _try(self, j: int, within: bool) -> None:
         problem = self.problem
@@ -159,7 +157,7 @@ class _Warm:
         if within and (alloc is None or team < 0 or any(
                 alloc[s, team] > scope.nominal[team] for s, scope in enumerate(self.index.scopes))):
             return  # borrowing waits for the second pass
-        if self._value(j, counts, alloc) - self.w_cost * sum(self.costs[r] for r in victims) <= 0:
+        if self._value(j, counts, alloc) - sum(self.costs[r] for r in victims) <= 0:
             return
         self.free = free
         self.plan.evicted |= set(victims)
@@ -190,7 +188,7 @@ class _Warm:
                        and (why := self._may_take(j, r)) is not None]
             if not options:
                 continue
-            options.sort(key=lambda o: (self.costs[o[0]], o[0]))
+            options.sort(key=lambda o: (self.costs[o[0]], problem.running[o[0]].order()))
             room = free[n].copy()
             chosen: list[tuple[int, str]] = []
             for r, why in options:
@@ -198,6 +196,7 @@ class _Warm:
                 info = problem.running[r]
                 room += info.use[info.nodes.tolist().index(n)]
                 if np.all(room >= demand):
+                    chosen = self._fewest(n, free[n], demand, chosen)
                     cost = sum(self.costs[c] for c, _ in chosen)
                     if best is None or cost < best[0]:
                         best = (cost, n, list(chosen))
@@ -210,11 +209,26 @@ class _Warm:
             free[info.nodes] += info.use
         return best[1]
 
+    def _fewest(self, n: int, free: np.ndarray, demand: np.ndarray, chosen: list[tuple[int, str]]
+                ) -> list[tuple[int, str]]:
+        """`chosen` (cheapest first, room for the pod on node n) without the victims the pod does not need,
+        dearest dropped first, as Kueue's minimal victim set."""
+        kept = list(chosen)
+        for victim in sorted(chosen, key=lambda o: -self.costs[o[0]]):
+            trial = [o for o in kept if o != victim]
+            room = free.copy()
+            for r, _ in trial:
+                info = self.problem.running[r]
+                room += info.use[info.nodes.tolist().index(n)]
+            if np.all(room >= demand):
+                kept = trial
+        return kept
+
     def _quota_after(self, j: int, counts: dict[tuple[int, int], int], victims: dict[int, str]
                      ) -> tuple[np.ndarray | None, set[tuple[int, int]]] | None:
         """Quota arrays after the job and its evictions, and the (team, scope)s it reclaims in; None: a rule breaks."""
         if self.alloc is None:
-            return (None, set()) if all(why == "priority" for why in victims.values()) else None
+            return (None, set()) if all(why == "within_team" for why in victims.values()) else None
         problem, index = self.problem, self.index
         team = problem.job_team[j]
         alloc = self.alloc.copy()
@@ -235,16 +249,20 @@ class _Warm:
                 if (team, s) in self.reclaimers and alloc[s, team] > scope.nominal[team]:
                     return None
         reclaims: set[tuple[int, int]] = set()
+        landed = {n for (_, n), k in counts.items() if k}
         for r, why in victims.items():
-            if why != "reclaim":
+            if why == "within_team":
                 continue
             info = problem.running[r]
+            # the victim's team borrows where the job lands on its nodes; a reclaimer ends within nominal there
             ok = [s for s, scope in enumerate(index.scopes)
-                  if scope.before[info.team] > scope.nominal[info.team] and alloc[s, team] <= scope.nominal[team]
-                  and any(scope.mask[n] and gpus[n] for n in info.nodes.tolist())]
+                  if scope.before[info.team] > scope.nominal[info.team]
+                  and (why == "borrow_within_cohort" or alloc[s, team] <= scope.nominal[team])
+                  and any(scope.mask[n] and n in landed for n in info.nodes.tolist())]
             if not ok:
                 return None
-            reclaims.add((team, ok[0]))
+            if why == "reclaim_within_cohort":
+                reclaims.add((team, ok[0]))
         return alloc, reclaims
 
     def _value(self, j: int, counts: dict[tuple[int, int], int], alloc: np.ndarray | None) -> float:
@@ -255,6 +273,6 @@ class _Warm:
         if self.alloc is not None and alloc is not None:
             nominal = np.array([s.nominal for s in self.index.scopes])
             inside = np.minimum(alloc, nominal).sum() - np.minimum(self.alloc, nominal).sum()
-            value += NOMINAL_VALUE * self.w_value * float(inside)
+            value += nominal_value(self.problem) * self.w_value * float(inside)
         return value
 

@@ -82,6 +82,7 @@ _CHECKS: tuple[tuple[str, Callable[[Context], list[str]]], ...] = (
     ("spot", cost.check_spot),
     ("reserve", cost.check_reserve),
     ("provisioning", cost.check_provisioning),
+    ("cost", cost.check_cost),
     ("objective", objective.check_objective),
     ("quota", quota.check_quota),
     ("preemption", preemption.check_preemption),

@@ -1,12 +1,22 @@
 """The hard side of cost: jobs that are not spot_ok stay off spot pools, peak hours keep each pool's
-reserve of free GPUs, and the nodes a plan adds are ones their pool offers, within its max_nodes.
+reserve of free GPUs, and the nodes a plan adds are ones their pool offers, within its max_nodes;
+and the plan's cost summary, recomputed where it is plain arithmetic.
+
+Cost summary (`cost`): per placed job, its GPU-equivalents (a whole-GPU pod its GPUs, a MIG pod its
+instance's memory slices over its GPU's, a shared pod its gpu_share: placement.verify.quota derives
+them from the catalog) and those on spot nodes, the price per hour they cost at their pools'
+gpu_hour_price, compute = per_hour × runtime_h (the job's expected_runtime_h, else 1 h), total =
+compute + reclaim_risk (0 unless a pod is on a spot node); the summary's totals are the sums of its
+rows plus provisioning (each added node's price × GPUs × its pool's min_billing_h). The reclaim risk
+itself is an estimate (placement.pricing's model), not recomputed.
 """
 
 from __future__ import annotations
 
 from placement_models import Node
 
-from placement.verify.context import Context, pod_name
+from placement.verify.context import Context, num, pod_name
+from placement.verify.quota import assigned_gpus
 
 
 def check_spot(ctx: Context) -> list[str]:
@@ -71,4 +81,74 @@ def check_provisioning(ctx: Context) -> list[str]:
         if len(set(entry.nodes)) > pool.provisionable.max_nodes:
             out.append(f"provisioning: pool {entry.pool} adds {len(set(entry.nodes))} nodes, more than its "
                        f"max_nodes {pool.provisionable.max_nodes}")
+    return out
+
+
+#: Hours a job without expected_runtime_h is priced for (JobCost.runtime_h: "1 h when the job gives none").
+DEFAULT_RUNTIME_H = 1.0
+
+
+def check_cost(ctx: Context) -> list[str]:
+    """The plan's cost summary against its assignments and the pools' prices."""
+    summary = ctx.plan.cost
+    if summary is None:
+        return []
+    pools = {p.name: p for p in ctx.request.cluster.pools}
+
+    def price(node: Node) -> float:
+        pool = pools.get(node.pool) if node.pool else None
+        return (pool.gpu_hour_price or 0.0) if pool is not None else 0.0
+
+    def spot(node: Node) -> bool:
+        pool = pools.get(node.pool) if node.pool else None
+        return pool is not None and pool.capacity_type == "spot"
+
+    per_job: dict[str, list[float]] = {}  # job -> [GPU-equivalents, on spot, per hour, pods on spot]
+    for r in ctx.resolved:
+        g = assigned_gpus(r)
+        row = per_job.setdefault(r.job.name, [0.0, 0.0, 0.0, 0.0])
+        row[0] += g
+        row[1] += g if spot(r.node) else 0.0
+        row[2] += price(r.node) * g
+        row[3] += 1.0 if spot(r.node) else 0.0
+    rows = {row.job: row for row in summary.jobs}
+    tol = 1e-6 * (len(summary.jobs) + 2)
+    out: list[str] = []
+
+    def differs(what: str, reported: float, want: float) -> None:
+        if not abs(reported - want) <= tol + 1e-9 * max(abs(reported), abs(want)):
+            out.append(f"cost: {what} is {num(reported)}, recomputed {num(round(want, 6))}")
+
+    out += [f"cost: job {name} is placed but has no row in the cost summary" for name in per_job if name not in rows]
+    gpu_hours = 0.0
+    for row in summary.jobs:
+        if row.job not in per_job:
+            out.append(f"cost: the cost summary lists job {row.job}, which the plan does not place")
+            continue
+        gpus, on_spot, per_hour, spot_pods = per_job[row.job]
+        job = ctx.pending_jobs[row.job]
+        runtime = job.expected_runtime_h if job.expected_runtime_h is not None else DEFAULT_RUNTIME_H
+        differs(f"job {row.job}'s gpus", row.gpus, gpus)
+        differs(f"job {row.job}'s spot_gpus", row.spot_gpus, on_spot)
+        differs(f"job {row.job}'s per_hour", row.per_hour, per_hour)
+        differs(f"job {row.job}'s runtime_h", row.runtime_h, runtime)
+        differs(f"job {row.job}'s compute", row.compute, per_hour * runtime)
+        differs(f"job {row.job}'s total", row.total, row.compute + row.reclaim_risk)
+        if row.reclaim_risk < 0 or (row.reclaim_risk > 0 and not spot_pods):
+            out.append(f"cost: job {row.job}'s reclaim_risk is {num(row.reclaim_risk)} with "
+                       f"{'a negative value' if row.reclaim_risk < 0 else 'no pod on a spot node'}")
+        gpu_hours += gpus * runtime
+    provisioning = 0.0
+    for entry in ctx.plan.provisioned:
+        pool = pools.get(entry.pool)
+        if pool is None or pool.provisionable is None:
+            continue  # the provisioning rule reports it
+        provisioning += sum((pool.gpu_hour_price or 0.0) * ctx.nodes[name].gpus * pool.provisionable.min_billing_h
+                            for name in set(entry.nodes) if name in ctx.nodes)
+    differs("compute", summary.compute, sum(r.compute for r in summary.jobs))
+    differs("reclaim_risk", summary.reclaim_risk, sum(r.reclaim_risk for r in summary.jobs))
+    differs("per_hour", summary.per_hour, sum(v[2] for v in per_job.values()))
+    differs("gpu_hours", summary.gpu_hours, gpu_hours)
+    differs("provisioning", summary.provisioning, provisioning)
+    differs("total", summary.total, summary.compute + summary.reclaim_risk + summary.provisioning)
     return out

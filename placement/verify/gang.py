@@ -1,10 +1,26 @@
-"""Gang: a job is placed whole (at least min_available pods, no task over its replicas) or listed as
-pending with a reason; never both, never neither.
+"""Gang: a job is placed whole (each task at least its min_replicas, the job at least its minimum in
+all, no task over its replicas) or listed as pending with a reason; never both, never neither.
+
+The minimums are derived here from the request's fields, not from the wire format's helpers: a
+task's is its `min_replicas`, else every replica, or 0 when the job sets `min_available`; the job's
+is max(min_available, the sum of its tasks' minimums, 1).
 """
 
 from __future__ import annotations
 
+from placement_models import Job, Task
+
 from placement.verify.context import Context
+
+
+def _task_minimum(job: Job, task: Task) -> int:
+    if task.min_replicas is not None:
+        return task.min_replicas
+    return 0 if job.min_available is not None else task.replicas
+
+
+def _job_minimum(job: Job) -> int:
+    return max(1, job.min_available or 0, sum(_task_minimum(job, t) for t in job.tasks))
 
 
 def check_gang(ctx: Context) -> list[str]:
@@ -16,18 +32,29 @@ def check_gang(ctx: Context) -> list[str]:
         raw[r.a.job, r.a.task] = raw.get((r.a.job, r.a.task), 0) + 1
         if 0 <= r.a.pod < r.task.replicas:
             distinct.setdefault(r.a.job, set()).add((r.a.task, r.a.pod))
+    per_task: dict[tuple[str, str], int] = {}
+    for name, found in distinct.items():
+        for task, _ in found:
+            per_task[name, task] = per_task.get((name, task), 0) + 1
     assigned = {a.job for a in ctx.plan.assignments}
     out: list[str] = []
     for job in ctx.request.jobs:
         if job.name not in assigned:
             continue  # an unplaced job is the pending rule's business, not the gang's
-        placed = len(distinct.get(job.name, ()))
-        if placed < job.needed:
-            out.append(f"gang: job {job.name} has {placed} of {job.needed} required pods")
+        pods = distinct.get(job.name, set())
+        needed = _job_minimum(job)
+        if len(pods) < needed:
+            out.append(f"gang: job {job.name} has {len(pods)} of {needed} required pods")
         for task in job.tasks:
             n = raw.get((job.name, task.name), 0)
             if n > task.replicas:
                 out.append(f"gang: task {job.name}/{task.name} has {n} pods assigned, more than its {task.replicas}")
+            least = _task_minimum(job, task)
+            have = per_task.get((job.name, task.name), 0)
+            # every pod required: the job's count above already says it
+            if have < least and needed < sum(t.replicas for t in job.tasks):
+                why = "min_replicas" if task.min_replicas is not None else "every replica: it sets no min_replicas"
+                out.append(f"gang: task {job.name}/{task.name} has {have} of its {least} required pods ({why})")
     return out
 
 

@@ -1,17 +1,28 @@
-"""Preemption: only preemptible running jobs past policy.min_runtime_s are evicted, whole, and each for
-a reason: a job placed on its nodes outranks it, or reclaims quota its team borrows.
+"""Preemption: only preemptible running jobs past policy.min_runtime_s are evicted, whole, each for a placed
+job with a pod on its nodes (`for_job`) under a rule of policy.preemption (`rule`) that allows it:
+
+* `within_team`: the same team (every job, when no teams are declared) and a lower priority, or with
+  `lower_or_newer_equal_priority` an equal one and a start after `for_job` was submitted;
+* `reclaim_within_cohort`: another team that held more than its nominal before the plan in a quota scope
+  where `for_job` lands on the victim's nodes, `for_job`'s team within its nominal there after the plan,
+  and for `lower_priority` a lower priority;
+* `borrow_within_cohort`: as reclaim without the nominal condition on `for_job`'s team, a lower priority,
+  at most `max_priority_threshold`.
 """
 
 from __future__ import annotations
 
-from placement_models import RunningJob
+from placement_models import Job, RunningJob
 
-from placement.verify.context import Context
+from placement.verify.context import EPS, Context
 from placement.verify.quota import Scope, quota_scopes, team_gpus
+
+RULES = ("within_team", "reclaim_within_cohort", "borrow_within_cohort")
 
 
 def check_preemption(ctx: Context) -> list[str]:
-    """Preempted whole, only preemptible jobs past min runtime, each justified by a job placed in its stead."""
+    """Preempted whole, only preemptible jobs past min runtime, each allowed by a rule against a job placed in its
+    stead."""
     out: list[str] = []
     running = {rj.job: rj for rj in ctx.request.cluster.running}
     policy = ctx.request.policy
@@ -34,7 +45,7 @@ def check_preemption(ctx: Context) -> list[str]:
             out.append(f"preemption: {where} has an empty reason")
         if p.job in placed:
             out.append(f"preemption: job {p.job} is preempted and placed again in the same plan")
-        if not policy.preemption:
+        if policy.preemption_rules is None:
             out.append(f"preemption: job {p.job} is preempted but policy.preemption is off")
         if not rj.preemptible:
             out.append(f"preemption: job {p.job} is preempted but not preemptible")
@@ -44,26 +55,82 @@ def check_preemption(ctx: Context) -> list[str]:
                 shown = "an unknown time" if ran is None else f"{ran:g} s"
                 out.append(f"preemption: job {p.job} has run {shown}, less than min_runtime_s "
                            f"{policy.min_runtime_s:g}")
-        if not _justified(ctx, rj, scopes, team_after):
-            out.append(f"preemption: job {p.job} (priority {rj.priority}, team {rj.team}) is preempted but no job "
-                       "placed on its nodes has a higher priority or reclaims quota its team borrows")
+        out += _for_job(ctx, p.job, p.for_job, p.rule, rj, scopes, team_after)
     return out
 
 
-def _justified(ctx: Context, rj: RunningJob, scopes: list[Scope],
-               team_after: dict[int, tuple[dict[str, int], dict[str, int]]]) -> bool:
-    """Some job placed on one of rj's nodes outranks it, or reclaims (team within nominal, rj's team above)."""
+def _for_job(ctx: Context, victim: str, for_job: str, rule: str | None, rj: RunningJob, scopes: list[Scope],
+             team_after: dict[int, tuple[dict[str, float], dict[str, float]]]) -> list[str]:
+    """`for_job` is placed with a pod on the victim's nodes, and `rule` of the policy allows it to take its place."""
+    if not for_job:
+        return [f"preemption: job {victim} names no for_job (the placed job it makes room for)"]
+    job = ctx.pending_jobs.get(for_job)
+    if job is None:
+        return [f"preemption: job {victim} is preempted for {for_job}, which is not a pending job"]
     nodes = {pod.node for pod in rj.pods}
-    for r in ctx.resolved:
-        if r.node.name not in nodes:
+    landed = {r.node.name for r in ctx.job_nodes().get(for_job, []) if r.node.name in nodes}
+    if not landed:
+        return [f"preemption: job {victim} is preempted for {for_job}, which has no pod on its nodes "
+                f"({', '.join(sorted(nodes))})"]
+    if rule not in RULES:
+        return [f"preemption: job {victim} names no rule of policy.preemption ({', '.join(RULES)})"]
+    if ctx.request.policy.preemption_rules is None:
+        return []  # reported above: preemption is off
+    why = _disallowed(ctx, rule, job, rj, landed, scopes, team_after)
+    if why is None:
+        return []
+    return [f"preemption: job {victim} (priority {rj.priority}, team {rj.team}) may not be preempted for {for_job} "
+            f"(priority {job.priority}, team {job.team}) by {rule}: {why}"]
+
+
+def _disallowed(ctx: Context, rule: str, job: Job, rj: RunningJob, landed: set[str], scopes: list[Scope],
+                team_after: dict[int, tuple[dict[str, float], dict[str, float]]]) -> str | None:
+    """Why `rule` does not allow `job` to take running job rj's place on nodes `landed`, or None."""
+    rules = ctx.request.policy.preemption_rules
+    assert rules is not None
+    same = not ctx.request.teams or job.team == rj.team  # without teams, one team: cluster-wide
+    lower = job.priority > rj.priority
+    if rule == "within_team":
+        policy = rules.within_team
+        if not same:
+            return "they are of different teams"
+        if policy == "never":
+            return "within_team is never"
+        newer = (policy == "lower_or_newer_equal_priority" and job.priority == rj.priority
+                 and job.submitted_at is not None and rj.started_at is not None and job.submitted_at < rj.started_at)
+        if lower or newer:
+            return None
+        return (f"within_team {policy} needs a lower priority" + (", or an equal one started after the job was "
+                                                                   "submitted" if policy != "lower_priority" else ""))
+    if same:
+        return f"{rule} needs jobs of different teams"
+    if rule == "reclaim_within_cohort":
+        policy = rules.reclaim_within_cohort
+        if policy == "never" or (policy == "lower_priority" and not lower):
+            return f"reclaim_within_cohort is {policy}"
+    else:
+        borrow = rules.borrow_within_cohort
+        if borrow.policy == "never":
+            return "borrow_within_cohort is never"
+        if not lower:
+            return "borrow_within_cohort needs a lower priority"
+        if borrow.max_priority_threshold is not None and rj.priority > borrow.max_priority_threshold:
+            return f"priority above max_priority_threshold {borrow.max_priority_threshold}"
+    held_above = False
+    for scope in scopes:
+        if not landed & scope.nodes:
             continue
-        if r.job.priority > rj.priority:
-            return True
-        if r.job.team is None or rj.team is None or r.job.team == rj.team:
+        before, after = team_after[id(scope)]
+        # lenient by a milli-GPU per running MIG or shared pod of the team here: the planner counts them in
+        # milli-GPU, rounded up, so it may see a team at its nominal as just above it
+        parts = sum(1 for other in ctx.request.cluster.running if other.team == rj.team for pod in other.pods
+                    if pod.node in scope.nodes and (pod.gpu_share is not None or pod.mig is not None))
+        if before.get(rj.team or "", 0.0) <= scope.nominal.get(rj.team or "", 0.0) - 1e-3 * parts + EPS:
             continue
-        for scope in scopes:
-            before, after = team_after[id(scope)]
-            if (r.node.name in scope.nodes and before.get(rj.team, 0) > scope.nominal.get(rj.team, 0)
-                    and after.get(r.job.team, 0) <= scope.nominal.get(r.job.team, 0)):
-                return True
-    return False
+        held_above = True
+        within = after.get(job.team or "", 0.0) <= scope.nominal.get(job.team or "", 0.0) + EPS
+        if rule == "borrow_within_cohort" or within:
+            return None
+    if not held_above:
+        return f"team {rj.team} held no more than its nominal where {job.name} lands on its nodes"
+    return f"team {job.team} ends above its nominal where it lands on the victim's nodes"

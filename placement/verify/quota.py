@@ -1,7 +1,9 @@
-"""Quota, recomputed from the request: Kueue-style nominal, borrowing and lending per team.
+"""Quota, recomputed from the request: Kueue-style nominal, borrowing and lending per team, over
+GPU-equivalents, CPU and memory.
 
-For every scope (the whole cluster when any team declares quota.gpus; one per flavor, (pool, GPU
-model), any team declares) and team T, with A_T its healthy GPUs after the plan (running jobs not
+For every scope (GPUs on the whole cluster when any team declares quota.gpus; GPUs on one flavor,
+(pool, GPU model), any team declares; CPU or memory on the whole cluster when any team declares
+quota.cpu or quota.memory_gib) and team T, with A_T what it holds after the plan (running jobs not
 preempted + placed pods on the scope's nodes) and B_T the same before it:
 
     A_T ≤ max(nominal + borrowing_limit, B_T)
@@ -9,23 +11,34 @@ preempted + placed pods on the scope's nodes) and B_T the same before it:
 
 with lendable = min(lending_limit, nominal) (nominal when unset) and guaranteed = nominal − lendable;
 a team without a quota in a scope others declare has nominal 0 and unlimited borrowing there.
+
+GPUs count in GPU-equivalents, derived here from the catalog: a whole-GPU pod its healthy GPUs, a
+MIG pod its instance's memory slices over its GPU model's (1g on an 8-slice GPU: 1/8), a pod on a
+shared GPU its gpu_share (a MIG instance or share on an unhealthy GPU counts nothing, as an
+unhealthy whole GPU). CPU counts cores and memory GiB, as pods request them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from placement.catalog import lookup
-from placement.verify.context import Context
+from placement_models import Node, RunningPod, Task
+
+from placement.catalog import MigGeometry, lookup, mig_geometry
+from placement.verify.context import EPS, Context, Resolved, num
+
+#: Scope resources: GPU-equivalents, cores, GiB.
+GPUS, CPU, MEMORY = "gpus", "cpu", "memory_gib"
 
 
 @dataclass
 class Scope:
     label: str
     nodes: set[str]
-    nominal: dict[str, int]
-    limit: dict[str, int | None]
-    lendable: dict[str, int]
+    nominal: dict[str, float]
+    limit: dict[str, float | None]
+    lendable: dict[str, float]
+    resource: str = GPUS
 
 
 def _canonical(model: str | None) -> str | None:
@@ -34,6 +47,7 @@ def _canonical(model: str | None) -> str | None:
 
 
 def quota_scopes(ctx: Context) -> list[Scope]:
+    """The GPU scopes (cluster-wide, then flavors), in GPU-equivalents."""
     teams = ctx.request.teams
     keys: list[tuple[str | None, str | None]] = []
     if any(t.quota is not None and t.quota.gpus is not None for t in teams):
@@ -52,12 +66,43 @@ def quota_scopes(ctx: Context) -> list[Scope]:
             if t.quota is not None:
                 q = t.quota.gpus if pool is None and model is None else next(
                     (f.gpus for f in t.quota.flavors if (f.pool, _canonical(f.gpu_model)) == (pool, model)), None)
-            scope.nominal[t.name] = q.nominal if q else 0
-            scope.limit[t.name] = (q.nominal + q.borrowing_limit) if q and q.borrowing_limit is not None else None
-            scope.lendable[t.name] = (min(q.nominal, q.lending_limit) if q.lending_limit is not None
-                                      else q.nominal) if q else 0
+            _limits(scope, t.name, q)
         out.append(scope)
     return out
+
+
+def resource_scopes(ctx: Context) -> list[Scope]:
+    """The CPU and memory scopes (cluster-wide), when any team declares one."""
+    out = []
+    for resource in (CPU, MEMORY):
+        quotas = {t.name: getattr(t.quota, resource) if t.quota is not None else None for t in ctx.request.teams}
+        if not any(q is not None for q in quotas.values()):
+            continue
+        scope = Scope("cluster", set(ctx.nodes), {}, {}, {}, resource)
+        for team, q in quotas.items():
+            _limits(scope, team, q)
+        out.append(scope)
+    return out
+
+
+def _limits(scope: Scope, team: str, q: object | None) -> None:
+    nominal = getattr(q, "nominal", 0) if q is not None else 0
+    borrowing = getattr(q, "borrowing_limit", None) if q is not None else None
+    lending = getattr(q, "lending_limit", None) if q is not None else None
+    scope.nominal[team] = nominal
+    scope.limit[team] = nominal + borrowing if q is not None and borrowing is not None else None
+    scope.lendable[team] = (min(nominal, lending) if lending is not None else nominal) if q is not None else 0
+
+
+def _geometry(node: Node | None) -> MigGeometry | None:
+    return mig_geometry(node.gpu_model) if node is not None and node.gpu_model else None
+
+
+def mig_fraction(node: Node | None, profile: str) -> float:
+    """A MIG instance's part of its GPU: memory slices over the GPU's (0 when the model has no such profile)."""
+    geo = _geometry(node)
+    found = geo.profile(profile) if geo is not None else None
+    return found.memory_slices / geo.memory_slices if geo is not None and found is not None else 0.0
 
 
 def _healthy(ctx: Context, node: str, gpus: list[int]) -> int:
@@ -65,38 +110,83 @@ def _healthy(ctx: Context, node: str, gpus: list[int]) -> int:
     return len({g for g in gpus if n is None or g not in n.unhealthy_gpus})
 
 
-def team_gpus(ctx: Context, scope: Scope) -> tuple[dict[str, int], dict[str, int]]:
-    """(before, after) GPUs per team in the scope."""
-    before = {t.name: 0 for t in ctx.request.teams}
+def running_pod_gpus(ctx: Context, pod: RunningPod) -> float:
+    """GPU-equivalents a running pod holds."""
+    node = ctx.nodes.get(pod.node)
+    bad = set(node.unhealthy_gpus) if node is not None else set()
+    if pod.mig is not None:
+        return 0.0 if pod.mig.gpu in bad else mig_fraction(node, pod.mig.profile)
+    if pod.gpu_share is not None:
+        return 0.0 if any(g in bad for g in pod.gpus) else float(pod.gpu_share)
+    return float(_healthy(ctx, pod.node, pod.gpus))
+
+
+def assigned_gpus(r: Resolved) -> float:
+    """GPU-equivalents a placed pod takes: its task's GPUs, its share, or its MIG instance's part of its GPU."""
+    task: Task = r.task
+    if task.gpu_share is not None:
+        return float(task.gpu_share)
+    if task.mig_profile is None:
+        return float(task.gpus)
+    if r.a.mig is not None:
+        return mig_fraction(r.node, r.a.mig.profile)
+    geo = _geometry(r.node)  # no instance named (the mig rule reports it): the task's own profile
+    if geo is None:
+        return 0.0
+    found = (geo.smallest_fitting(task.gpu_memory_gib or 0.0) if task.mig_profile == "auto"
+             else geo.profile(task.mig_profile))
+    return found.memory_slices / geo.memory_slices if found is not None else 0.0
+
+
+def _running_amount(ctx: Context, pod: RunningPod, resource: str) -> float:
+    if resource == GPUS:
+        return running_pod_gpus(ctx, pod)
+    return float(pod.cpu if resource == CPU else pod.memory_gib)
+
+
+def _placed_amount(r: Resolved, resource: str) -> float:
+    if resource == GPUS:
+        return assigned_gpus(r)
+    return float(r.task.cpu if resource == CPU else r.task.memory_gib)
+
+
+def team_gpus(ctx: Context, scope: Scope) -> tuple[dict[str, float], dict[str, float]]:
+    """(before, after) per team in the scope: GPU-equivalents (or cores, GiB in a CPU or memory scope)."""
+    before = {t.name: 0.0 for t in ctx.request.teams}
     after = dict(before)
     for rj in ctx.request.cluster.running:
         if rj.team not in before:
             continue
-        # whole GPUs only: a pod's share of a time-sliced/MPS GPU is not counted by quotas (GpuQuota)
-        here = sum(_healthy(ctx, pod.node, pod.gpus) for pod in rj.pods
-                   if pod.node in scope.nodes and pod.gpu_share is None)
+        here = sum(_running_amount(ctx, pod, scope.resource) for pod in rj.pods if pod.node in scope.nodes)
         before[rj.team] += here
         if rj.job not in ctx.evicted:
             after[rj.team] += here
     for r in ctx.resolved:
         if r.job.team in after and r.node.name in scope.nodes:
-            after[r.job.team] += r.task.gpus
+            after[r.job.team] += _placed_amount(r, scope.resource)
     return before, after
+
+
+def _what(scope: Scope, value: float) -> str:
+    if scope.resource == GPUS:
+        return f"{num(round(value, 6))} GPUs"
+    return f"cpu {num(round(value, 6))}" if scope.resource == CPU else f"memory {num(round(value, 6))} GiB"
 
 
 def check_quota(ctx: Context) -> list[str]:
     out: list[str] = []
-    for scope in quota_scopes(ctx):
+    for scope in quota_scopes(ctx) + resource_scopes(ctx):
         before, after = team_gpus(ctx, scope)
         guaranteed = {t: scope.nominal[t] - scope.lendable[t] for t in before}
+        tol = EPS * max(1, len(ctx.resolved) + len(ctx.request.cluster.running))
         for team, held in after.items():
             limit = scope.limit[team]
-            if limit is not None and held > max(limit, before[team]):
-                out.append(f"quota: team {team} holds {held} GPUs in scope {scope.label}, above nominal + "
-                           f"borrowing_limit {limit} (held {before[team]} before the plan)")
-        borrowed = sum(max(0, after[t] - guaranteed[t]) for t in after)
-        pool = max(sum(scope.lendable.values()), sum(max(0, before[t] - guaranteed[t]) for t in before))
-        if borrowed > pool:
-            out.append(f"quota: teams in scope {scope.label} draw {borrowed} GPUs on the cohort's lendable nominal, "
-                       f"more than its {pool}")
+            if limit is not None and held > max(limit, before[team]) + tol:
+                out.append(f"quota: team {team} holds {_what(scope, held)} in scope {scope.label}, above nominal + "
+                           f"borrowing_limit {num(limit)} (held {num(round(before[team], 6))} before the plan)")
+        borrowed = sum(max(0.0, after[t] - guaranteed[t]) for t in after)
+        pool = max(sum(scope.lendable.values()), sum(max(0.0, before[t] - guaranteed[t]) for t in before))
+        if borrowed > pool + tol:
+            out.append(f"quota: teams in scope {scope.label} draw {_what(scope, borrowed)} on the cohort's lendable "
+                       f"nominal, more than its {num(pool)}")
     return out

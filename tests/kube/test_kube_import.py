@@ -186,7 +186,7 @@ def test_kueue_workload_maps_podsets_partial_admission_topology_and_queue() -> N
     assert job.team == "research-cq"  # queueName research-lq -> LocalQueue -> ClusterQueue
     assert job.priority == 50
     assert [(t.name, t.replicas, t.gpus, t.cpu, t.memory_gib) for t in job.tasks] == [("main", 2, 4, 32, 384)]
-    assert job.min_available == 1  # count 2, minCount 1
+    assert job.min_available is None and job.tasks[0].min_replicas == 1 and job.needed == 1  # count 2, minCount 1
     assert job.topology is not None and job.topology.required == RACK
     assert imp.request.cluster.topology_levels == [RACK, BLOCK]  # Topology levels, narrowest first, no hostname
     assert imp.origins.topology_labels == [BLOCK, RACK, "kubernetes.io/hostname"]
@@ -266,8 +266,10 @@ def test_volcano_default_minimum_is_the_sum_of_task_minimums() -> None:
     del job["spec"]["minAvailable"]
     job["spec"]["tasks"][0]["minAvailable"] = 6  # workers: 6 of 8; the launcher defaults to its 1 replica
     imp = reimport(objects)
-    assert imp.request.jobs[0].min_available == 7
-    assert _warned(imp, "llm-pretrain", "spec.tasks[0].minAvailable", "per-task minimums are not honoured")
+    job = imp.request.jobs[0]
+    assert job.min_available is None and job.needed == 7
+    assert [(t.name, t.min_replicas) for t in job.tasks] == [("worker", 6), ("launcher", None)]  # launcher: all
+    assert not _warned(imp, "llm-pretrain", "spec.tasks[0].minAvailable", "not honoured")
 
 
 def test_gpu_fraction_running_on_a_whole_gpu_node_holds_that_gpu() -> None:
