@@ -14,12 +14,14 @@ from placement_models.plan import (
     Plan,
     PlanStatus,
     Preemption,
+    PreemptionRule,
     Provisioned,
     RightSized,
     SharingChange,
     SolverStats,
     TeamReport,
 )
+from placement_models.policy import BorrowWithinCohort, PreemptionRules
 from placement_models.request import (
     API_VERSION,
     Cluster,
@@ -47,6 +49,7 @@ from placement_models.request import (
     TopologySlice,
     Weights,
 )
+from placement_models.teams import ResourceQuota
 
 __all__ = [
     "API_VERSION", "Assignment", "Cluster", "ErrorList", "Job", "MigChange", "Node", "NodeTopology",
@@ -58,4 +61,5 @@ __all__ = [
     "FlavorQuota", "GpuQuota", "Quota", "TeamReport", "RightSized",
     "JobTopology", "TopologySlice",
     "GpuSharing", "MigInstance", "MigSlot", "SharingChange",
+    "BorrowWithinCohort", "PreemptionRule", "PreemptionRules", "ResourceQuota",
 ]

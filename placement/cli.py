@@ -41,6 +41,13 @@ def _invalid(exc: ValidationError, what: str) -> int:
     return 2
 
 
+def _num(x: float | None) -> str:
+    """Strict priority classes make objectives large: digits grouped, never an exponent that hides the change."""
+    if x is None:
+        return "n/a"
+    return f"{x:,.3f}".rstrip("0").rstrip(".") if abs(x) >= 1e6 else f"{x:g}"
+
+
 def summary(plan: Plan) -> str:
     """A few lines a person reads after a solve: what was placed, what waits, how good, how fast."""
     jobs = {a.job for a in plan.assignments}
@@ -52,10 +59,10 @@ def summary(plan: Plan) -> str:
     s = plan.solver
     gap = "n/a" if s.gap is None else f"{100 * s.gap:.2f}%"
     lines = [
-        f"status {plan.status} ({s.mode}, winner: {s.winner}); objective {plan.objective.total:g} "
-        f"(greedy {s.baseline_objective:g}); gap {gap}",
+        f"status {plan.status} ({s.mode}, winner: {s.winner}); objective {_num(plan.objective.total)} "
+        f"(greedy {_num(s.baseline_objective)}); gap {gap}",
         f"placed {len(jobs)} jobs, {len(plan.assignments)} pods, {gpus}; pending {len(plan.pending)} jobs",
-        "terms: " + ", ".join(f"{k} {v:g}" for k, v in plan.objective.terms.items()),
+        "terms: " + ", ".join(f"{k} {_num(v)}" for k, v in plan.objective.terms.items()),
         f"search {s.search}" + (" over a trimmed candidate set" if s.restricted else "") + "; "
         f"model {s.variables} variables, {s.constraints} constraints; first plan {s.first_plan_s}s, "
         f"build {s.build_s}s, total {s.wall_s}s, workers {s.workers}, seed {s.seed}",

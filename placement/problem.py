@@ -12,8 +12,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import numpy as np
-from placement_models import ErrorList, Job, Node, PlacementRequest, RunningJob, Task
-from placement_models.policy import PreemptionRules
+from placement_models import ErrorList, Job, Node, PlacementRequest, PreemptionRules, RunningJob, Task
 
 from placement import catalog, devices, pricing, provision, topology
 from placement.devices import DeviceView
@@ -86,7 +85,9 @@ class RunningInfo:
     team: int  # index into Problem.teams, -1 when no teams are declared
     evictable: bool
     lost_gpu_h: float  # GPU-hours a preemption now would lose (since the last checkpoint, else start)
-    over_nominal: bool  # its team holds more than its nominal in a quota scope where this job has GPUs
+    #: its team held more than its nominal before the plan in a quota scope where this job runs: a GPU scope
+    #: holding one of its nodes, or the CPU or memory scope of a resource it holds (`_over_nominal`)
+    over_nominal: bool
     #: `preemptible` and past policy.min_runtime_s, whether or not policy.preemption is on (for hints)
     ripe: bool = False
 
@@ -322,9 +323,7 @@ def _teams(request: PlacementRequest, nodes: tuple[Node, ...], node_index: dict[
         old_enough = policy.min_runtime_s == 0 or (ran_s is not None and ran_s >= policy.min_runtime_s)
         gpus = sum(int(use[r][n][0]) for n in where)
         lost = 0.0 if since is None else gpus * max(0.0, (now - since).total_seconds()) / 3600.0
-        over = index is not None and running_team[r] >= 0 and any(
-            s.before[running_team[r]] > s.nominal[running_team[r]] and any(s.mask[n] for n in where)
-            for s in index.scopes)
+        over = index is not None and running_team[r] >= 0 and _over_nominal(index, running_team[r], use[r])
         out.append(RunningInfo(
             index=r, spec=rj, nodes=np.array(where, dtype=np.int64),
             use=np.array([use[r][n] for n in where], dtype=np.int64).reshape(len(where), 3),
@@ -334,6 +333,18 @@ def _teams(request: PlacementRequest, nodes: tuple[Node, ...], node_index: dict[
         ))
     job_team = tuple(team_of.get(j.team, -1) if j.team else -1 for j in request.jobs)
     return tuple(out), index, job_team
+
+
+def _over_nominal(index: TeamIndex, team: int, use: dict[int, np.ndarray]) -> bool:
+    """Does `team` hold more GPUs than its nominal, before the plan, in a GPU quota scope holding one of the
+    running job's nodes (`use`: node -> healthy GPUs, milli-CPU, MiB)? Reclaim is judged on GPU quotas only,
+    in the model, the warm start and the verifier alike: a team borrowing only CPU or memory is not reclaimed."""
+    for scope in index.all_scopes:
+        if scope.resource != 0 or scope.before[team] <= scope.nominal[team]:
+            continue
+        if any(scope.mask[n] for n in use):
+            return True
+    return False
 
 
 class _Rooms:

@@ -38,6 +38,7 @@ from ortools.sat.python import cp_model
 from placement_models import Assignment
 
 from placement import topology
+from placement.baseline.topology import fill_gang
 from placement.compile.context import ModelContext
 from placement.problem import Problem
 from placement.solution import Placement
@@ -106,14 +107,18 @@ def _link(ctx: ModelContext, pairs: list[tuple[cp_model.IntVar, int, int, int]],
 
 
 def _holds(ctx: ModelContext, j: int, pairs: list[tuple[cp_model.IntVar, int, int, int]]) -> bool:
-    """Can this domain's candidate nodes hold the gang alone (counting pod slots per task)?"""
-    job = ctx.problem.jobs[j]
+    """Can this domain's candidate nodes hold the gang alone (counting pod slots per task)? As the gang rule
+    counts it (`fill_gang`): each task's minimum (`min_replicas`), and `needed` pods in all."""
     slots: dict[int, int] = defaultdict(int)
     for _, t, ub, _ in pairs:
         slots[t] += ub
-    if job.needed == job.pods:
-        return all(slots[t] >= ctx.problem.tasks[t].replicas for t in ctx.problem.job_tasks[j])
-    return sum(slots.values()) >= job.needed
+
+    def take(t: int, most: int) -> int:
+        got = min(most, slots[t])
+        slots[t] -= got
+        return got
+
+    return fill_gang(ctx.problem, j, take) > 0
 
 
 def _required(ctx: ModelContext, view: topology.ClusterTopology, j: int, level: str) -> None:

@@ -7,9 +7,11 @@ import numpy as np
 
 from placement import catalog
 from placement.baseline.devices import GreedyDevices, Placer
+from placement.baseline.topology import fill_gang
 from placement.devices.pods import fresh_room, profile_for
 from placement.devices.view import is_shared, uses_devices
 from placement.problem import Problem, TaskInfo
+from placement.rightsize import gang_minimums
 from placement.solution import Placement
 
 
@@ -116,7 +118,8 @@ def job_fits(problem: Problem, j: int, free: np.ndarray, placement: Placement | 
     same (problem, placement, free), and re-running the MIG greedy for each of 1,287 pending jobs cost 8 s
     of a plan at 1,024 nodes (mig-XL). The key holds everything the fit reads: per task (in the order it
     places them) the spec but its name, demand, candidates, pods per node cap and replicas; the job's
-    `needed`; `free`; and `place_whole` (the value keeps the problem, compared by identity, as _loaded does).
+    `needed` and per-task minimums; `free`; and `place_whole` (the value keeps the problem, compared by
+    identity, as _loaded does).
     """
     memo = placement.memo if placement is not None else problem.extras
     cache: dict[tuple[object, ...], tuple[Problem, bool]] = memo.setdefault("job_fits", {})  # type: ignore[assignment]
@@ -124,7 +127,8 @@ def job_fits(problem: Problem, j: int, free: np.ndarray, placement: Placement | 
     shape = tuple((repr(sorted(problem.tasks[t].spec.model_dump(exclude={"name"}).items())),
                    problem.tasks[t].demand.tobytes(), problem.tasks[t].candidates.tobytes(),
                    problem.tasks[t].max_per_node.tobytes(), problem.tasks[t].replicas) for t in order)
-    key = (shape, problem.jobs[j].needed, free.tobytes(), place_whole)
+    minimums = tuple((tuple(map(order.index, members)), least) for members, least in gang_minimums(problem, j))
+    key = (shape, problem.jobs[j].needed, minimums, free.tobytes(), place_whole)
     hit = cache.get(key)
     if hit is not None and hit[0] is problem:
         return hit[1]
@@ -134,11 +138,15 @@ def job_fits(problem: Problem, j: int, free: np.ndarray, placement: Placement | 
 
 
 def _job_fits(problem: Problem, j: int, free: np.ndarray, placement: Placement | None, place_whole: Placer) -> bool:
+    """The greedy's gang rule (`fill_gang`: each task's minimum first, then the extra pods), MIG and shared pods
+    through the device ledger: the job fits when every task's minimum and its `needed` are placed."""
     loaded, room = _loaded(problem, free, placement)
     ledger, trial = loaded.trial(), room.copy()
     counts: dict[tuple[int, int], int] = {}
-    placed = 0
-    for t in sorted(problem.job_tasks[j], key=lambda t: -int(problem.tasks[t].demand[0])):
-        spec = problem.tasks[t].spec
-        placed += ledger.place_task(t, trial, counts) if uses_devices(spec) else place_whole(problem, t, trial, counts)
-    return placed >= problem.jobs[j].needed and ledger.settle(counts)
+
+    def place(t: int, most: int) -> int:
+        if uses_devices(problem.tasks[t].spec):
+            return ledger.place_task(t, trial, counts, None, most)
+        return place_whole(problem, t, trial, counts, None, most)
+
+    return fill_gang(problem, j, place) > 0 and ledger.settle(counts)

@@ -15,12 +15,15 @@ import time
 import numpy as np
 from ortools.sat.python import cp_model
 
+from placement.baseline.topology import fill_gang
 from placement.compile.context import ModelContext
 from placement.compile.preemption import eviction_costs
 from placement.compile.priority import class_weights, nominal_value, pod_value
-from placement.holdings import held_after
+from placement.compile.quota import quantum
+from placement.holdings import held_after, running_use, use_of
+from placement.rightsize import gang_minimums
 from placement.solution import Placement
-from placement.teams import borrowed
+from placement.teams import MILLI, borrowed
 
 #: Share of the time limit the warm start may use.
 WARM_SHARE = 0.15
@@ -44,12 +47,12 @@ def warm_start(ctx: ModelContext, base: Placement, budget_s: float
     # From the greedy plan, and from nothing (the greedy may have lent the cohort's idle nominal
     # to borrowers that only an eviction of new work, which is not allowed, could take back).
     tried = [_Warm(ctx, start_from).run(start + budget_s * k / 3) for k, start_from in ((1, base), (2, Placement()))]
-    scored = sorted(((_score(ctx, ctx.assignment_of(w)), i, w) for i, w in enumerate(tried) if w.evicted),
+    scored = sorted(((_score(ctx, _values(ctx, w)), i, w) for i, w in enumerate(tried) if w.evicted),
                     reverse=True)
     for score, _, warm in scored:
         if score <= floor + 1e-9:
             break
-        solved = _complete(ctx, ctx.assignment_of(warm), max(0.05, budget_s - (time.perf_counter() - start)))
+        solved = _complete(ctx, warm, max(0.05, budget_s - (time.perf_counter() - start)))
         if solved is not None:
             # The warm plan kept only counts and evictions: its MIG layouts and shared-GPU picks are the
             # completed solution's; every value then follows from the placement, as the hint rules give them.
@@ -64,15 +67,33 @@ def _score(ctx: ModelContext, values: dict[int, int]) -> float:
     return sum(ctx.objective.values(lambda v: values[v.index]).values())
 
 
-def _complete(ctx: ModelContext, values: dict[int, int], budget_s: float) -> dict[int, int] | None:
-    """Fix every placement and eviction to `values` and let CP-SAT fill in the rest (MIG layouts, shared-GPU
+def _pinned(ctx: ModelContext, warm: Placement) -> dict[int, int]:
+    """The decisions of a warm plan: every (task, node) count, placed job and eviction, read from the plan itself
+    (the hint rules read a pod's device from the plan, which a warm plan has only once completed: a share pair
+    with one shared GPU would read as no pod)."""
+    pinned = {var.index: warm.counts.get((t, n), 0)
+              for t, cand in enumerate(ctx.candidates) for var, n in zip(ctx.x[t], cand.tolist(), strict=True)}
+    jobs = warm.placed_jobs(ctx.problem)
+    pinned |= {var.index: int(j in jobs) for j, var in enumerate(ctx.placed)}
+    pinned |= {var.index: int(r in warm.evicted) for r, var in ctx.evicted.items()}
+    return pinned
+
+
+def _values(ctx: ModelContext, warm: Placement) -> dict[int, int]:
+    """Every variable's value for a warm plan not completed yet: its decisions, the rest as the hint rules give."""
+    return ctx.assignment_of(warm) | _pinned(ctx, warm)
+
+
+def _complete(ctx: ModelContext, warm: Placement, budget_s: float) -> dict[int, int] | None:
+    """Fix every placement and eviction to the warm plan's and let CP-SAT fill in the rest (MIG layouts, shared-GPU
     picks, ...): the completed solution, or None if infeasible."""
+    pinned = _pinned(ctx, warm)
+    values = ctx.assignment_of(warm) | pinned
     model = ctx.model.clone()
-    pinned = [v for xs in ctx.x for v in xs] + list(ctx.placed) + list(ctx.evicted.values())
-    for var in pinned:
-        domain = model.proto.variables[var.index].domain
+    for index, value in pinned.items():
+        domain = model.proto.variables[index].domain
         domain.clear()
-        domain.extend([values[var.index]] * 2)
+        domain.extend([value] * 2)
     model.clear_hints()
     for index, value in values.items():
         model.add_hint(model.get_int_var_from_proto_index(index), value)
@@ -91,8 +112,11 @@ class _Warm:
         self.plan = Placement(counts=dict(base.counts), evicted=set(base.evicted))
         self.free = problem.free - base.usage(problem) + base.freed(problem)
         self.index = problem.teams
-        self.alloc = (np.array([held_after(problem, base, s.mask) for s in self.index.scopes], dtype=np.int64)
-                      if self.index is not None and self.index.scopes else None)
+        # what each team holds per quota scope (`TeamIndex.all_scopes`: GPU scopes in milli-GPU first, then CPU
+        # and memory), counted as the quota module counts it
+        self.alloc = (np.array([held_after(problem, base, s.mask, s.resource) for s in self.index.all_scopes],
+                               dtype=np.int64).reshape(len(self.index.all_scopes), self.index.size)
+                      if self.index is not None and self.index.all_scopes else None)
         self.reclaimers: set[tuple[int, int]] = set()  # (team, scope) that reclaimed: must stay within nominal
         self.costs = eviction_costs(problem, list(ctx.evicted))
         policy = problem.request.policy
@@ -133,21 +157,27 @@ class _Warm:
         free = self.free.copy()
         counts: dict[tuple[int, int], int] = {}
         victims: dict[int, str] = {}
-        job = problem.jobs[j]
-        placed = 0
-        for t in sorted(problem.job_tasks[j], key=lambda t: -int(problem.tasks[t].demand[0])):
+        # a task and its right-size alternative share the declared task's pods (placement.rightsize)
+        share = {t: members for members, _ in gang_minimums(problem, j) for t in members}
+        done = dict.fromkeys(problem.job_tasks[j], 0)
+
+        def place(t: int, most: int) -> int:
+            members = share[t]
+            most = min(most, problem.tasks[members[0]].replicas - sum(done[u] for u in members))
             got = 0
-            while got < problem.tasks[t].replicas:
+            while got < most:
                 n = self._pod(j, t, free, counts, victims)
                 if n is None:
                     break
                 counts[t, n] = counts.get((t, n), 0) + 1
                 free[n] -= problem.tasks[t].demand
                 got += 1
-            placed += got
-            if job.needed == job.pods and got < problem.tasks[t].replicas:
-                return  # every pod is required and this task is short
-        if placed < job.needed:
+            done[t] += got
+            return got
+
+        # the greedy's gang rule: each task's minimum first (a task with its right-size alternative), then the
+        # extra pods; 0 when a minimum or the job's `needed` is short
+        if not fill_gang(problem, j, place):
             return
         after = self._quota_after(j, counts, victims)
         if after is None:
@@ -156,7 +186,7 @@ class _Warm:
         team = problem.job_team[j]
         if within and (alloc is None or team < 0 or any(
                 alloc[s, team] > scope.nominal[team] for s, scope in enumerate(self.index.scopes))):
-            return  # borrowing waits for the second pass
+            return  # borrowing GPUs waits for the second pass
         if self._value(j, counts, alloc) - sum(self.costs[r] for r in victims) <= 0:
             return
         self.free = free
@@ -235,15 +265,12 @@ class _Warm:
         for r in victims:
             info = problem.running[r]
             if info.team >= 0:
-                lost = np.zeros(problem.n_nodes, dtype=np.int64)
-                lost[info.nodes] = info.use[:, 0]
-                alloc[:, info.team] -= index.scope_gpus(lost)
-        gpus = np.zeros(problem.n_nodes, dtype=np.int64)
-        for (t, n), k in counts.items():
-            gpus[n] += int(problem.tasks[t].demand[0]) * k
+                lost = np.zeros((problem.n_nodes, 3), dtype=np.int64)
+                lost[info.nodes] = running_use(problem, r)  # milli-GPU (MIG instances, shares), milli-CPU, MiB
+                alloc[:, info.team] -= index.scope_use(lost)
         if team >= 0:
-            alloc[:, team] += index.scope_gpus(gpus)
-            for s, scope in enumerate(index.scopes):
+            alloc[:, team] += index.scope_use(use_of(problem, counts))
+            for s, scope in enumerate(index.all_scopes):
                 if alloc[s, team] > scope.cap[team] or borrowed(alloc[s], scope.guaranteed) > scope.pool:
                     return None
                 if (team, s) in self.reclaimers and alloc[s, team] > scope.nominal[team]:
@@ -266,13 +293,17 @@ class _Warm:
         return alloc, reclaims
 
     def _value(self, j: int, counts: dict[tuple[int, int], int], alloc: np.ndarray | None) -> float:
-        """Roughly what the objective gains: priority value of the pods and the change in in-nominal GPUs."""
+        """Roughly what the objective gains, in its units: the pods' priority value (compile/priority.py) and the
+        change in GPU-equivalents held within nominal (the `quota` term of compile/quota.py: per GPU scope and
+        team, whole quanta of milli-GPU up to the nominal, each worth `nominal_value` × quantum / MILLI)."""
         problem = self.problem
-        value = sum(self.levels[problem.jobs[j].priority] * pod_value(problem.tasks[t].spec.gpus) * k
+        value = sum(self.levels[problem.jobs[j].priority] * pod_value(problem.gpu_value(t)) * k
                     for (t, _), k in counts.items()) * self.w_value
-        if self.alloc is not None and alloc is not None:
-            nominal = np.array([s.nominal for s in self.index.scopes])
-            inside = np.minimum(alloc, nominal).sum() - np.minimum(self.alloc, nominal).sum()
-            value += nominal_value(self.problem) * self.w_value * float(inside)
+        if self.alloc is not None and alloc is not None and self.index.scopes:
+            gpu = len(self.index.scopes)  # GPU scopes come first in all_scopes
+            step = quantum(problem)
+            nominal = np.array([s.nominal for s in self.index.scopes], dtype=np.int64) // step
+            inside = int(np.minimum(alloc[:gpu] // step, nominal).sum() - np.minimum(self.alloc[:gpu] // step,
+                                                                                     nominal).sum())
+            value += nominal_value(problem) * self.w_value * step / MILLI * inside
         return value
-
