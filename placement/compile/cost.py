@@ -35,6 +35,7 @@ from ortools.sat.python import cp_model
 
 from placement import pricing, provision
 from placement.baseline import place_task
+from placement.baseline.topology import fill_gang
 from placement.compile.context import ModelContext
 from placement.compile.priority import class_weights, pod_value
 from placement.holdings import job_milli, pod_gpus, task_milli
@@ -174,8 +175,14 @@ def _reserve_or_cost(problem: Problem, j: int, placement: Placement, usage: np.n
     left = problem.free - usage
     trial = left.copy()
     counts: dict[tuple[int, int], int] = {}
-    placed = sum(place_task(problem, t, trial, counts) for t in problem.job_tasks[j])
-    if placed < problem.jobs[j].needed:
+    need = problem.jobs[j].needed
+
+    def place(t: int, most: int) -> int:  # the smallest gang that runs: `needed` pods, no extra
+        room = min(most, need - sum(counts.values()))
+        return place_task(problem, t, trial, counts, None, room) if room > 0 else 0
+
+    # the greedy's gang rule: each task's minimum first, then other pods (0: a minimum or `needed` is short)
+    if not fill_gang(problem, j, place):
         return None
     request = problem.request
     allowance = pricing.reserve_allowance(request, problem.nodes, problem.free[:, 0])
