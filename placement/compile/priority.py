@@ -82,7 +82,10 @@ def strict_weights(problem: Problem) -> dict[int, float]:
 def nominal_value(problem: Problem) -> float:
     """Per GPU a team holds within its nominal quota (the quota term, × weights.priority): above every
     priority class, as Kueue admits a workload that fits its ClusterQueue's nominal quota before one that
-    must borrow, whatever their priorities. Weighted: above the 1..TOP_WEIGHT spread of levels."""
+    must borrow, whatever their priorities. Weighted: above the 1..TOP_WEIGHT spread of levels.
+
+    The whole term (this × the cluster's GPUs) is held to STRICT_CAP like the class weights; where that
+    binds, a plan that gives up in-nominal work for a class is caught by the search (placement.search.strategy)."""
     weights = class_weights(problem)
     if problem.request.policy.priority_mode == "weighted":
         return TOP_WEIGHT
@@ -90,8 +93,9 @@ def nominal_value(problem: Problem) -> float:
     if cached is None:
         asked = sum(pod_value(problem.gpu_value(t)) * task.replicas * weights[problem.jobs[task.job].priority]
                     for t, task in enumerate(problem.tasks))
-        cached = problem.extras["nominal_value"] = max(TOP_WEIGHT, min(asked + max(weights.values(), default=1.0),
-                                                                       STRICT_CAP))
+        gpus = max(1.0, float(problem.capacity[:, 0].sum()))
+        cached = max(TOP_WEIGHT, min(asked + max(weights.values(), default=1.0), STRICT_CAP / gpus))
+        problem.extras["nominal_value"] = cached
     return float(cached)  # type: ignore[arg-type]
 
 
