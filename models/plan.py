@@ -62,9 +62,33 @@ class SharingChange(PlanModel):
     replicas: int = Field(ge=1, le=128)
 
 
+#: The constraint that keeps a pending job waiting (`Pending.constraint`), one name per kind of cause:
+#:
+#: * `filter` — no node passes a task's node_selector, tolerations, GPU model or memory, or spot rule;
+#: * `mig` — no node offers its MIG profile, or re-partitioning that would is off or capped;
+#: * `sharing` — no shared GPU has room for its share, and sharing idle GPUs that would is off or capped;
+#: * `topology` — the gang fits without its required topology level or slices, not with them;
+#: * `gang_size` — the gang cannot fit even if no other pending job were placed (beside running work);
+#: * `quota` — its team's quota: nominal, borrowing and lending limits, or GPUs within a team's nominal,
+#:   which rank above every priority class;
+#: * `priority` — a higher priority class took the room it needs;
+#: * `capacity` — jobs the objective preferred on value took the room (its own class; weighted levels);
+#: * `fairness` — the room went to teams further below their fair share;
+#: * `cost` — the peak reserve, its price, or deferral to off-peak kept it out;
+#: * `preemption` — it would fit if running work were preempted, but preemption is off;
+#: * `time_limit` — it fits in what the plan leaves, but the solver found no plan placing it in time;
+#: * `objective` — it fits in what the plan leaves, and the plan is proved better without it.
+PendingConstraint = Literal["filter", "mig", "sharing", "topology", "gang_size", "quota", "priority", "capacity",
+                            "fairness", "cost", "preemption", "time_limit", "objective"]
+
+
 class Pending(PlanModel):
+    """A job the plan leaves waiting: why, for people (`reason`, with numbers), and the name of the binding
+    constraint, for programs (`constraint`; None only in plans written before it existed)."""
+
     job: str
     reason: str
+    constraint: PendingConstraint | None = None
 
 
 class Objective(PlanModel):

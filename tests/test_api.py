@@ -388,7 +388,11 @@ def test_over_subscribed_instance_has_the_right_pending_reasons() -> None:
     assert set(reasons) == {"lo", "huge", "picky", "tainted", "memory"}
     assert "no node matches node_selector" in reasons["picky"] and "zone" in reasons["picky"]
     assert "does not fit even if no other job were placed" in reasons["huge"]
-    assert "capacity went to higher-value jobs" in reasons["lo"] and "hi" in reasons["lo"]
+    assert reasons["lo"].startswith("outranked by jobs hi (priority 10, 16 GPUs)"), reasons["lo"]
+    constraints = {p.job: p.constraint for p in plan.pending}
+    # weighted levels: hi's 16 GPUs outweigh lo's 4 whatever lo's level, so value (capacity) binds, not the class
+    assert constraints == {"lo": "capacity", "huge": "gang_size", "picky": "filter", "tainted": "filter",
+                           "memory": "filter"}
     assert "taint" in reasons["tainted"] and "dedicated=infer:NoSchedule" in reasons["tainted"]
     assert "100 GiB of GPU memory" in reasons["memory"]
 
@@ -405,7 +409,7 @@ def test_pending_reason_does_not_claim_a_gang_cannot_fit_when_it_can() -> None:
     assert {a.job for a in plan.assignments} == {"h"}
     reason = plan.pending[0].reason
     assert "does not fit even if no other job were placed" not in reason, reason
-    assert "capacity went to higher-value jobs" in reason and "h (priority 5" in reason, reason
+    assert reason.startswith("outranked by jobs h (priority 5, ") and plan.pending[0].constraint == "priority", reason
 
 
 def test_pending_reason_does_not_blame_the_time_limit_when_the_plan_is_optimal() -> None:

@@ -41,7 +41,7 @@ def test_a_higher_class_is_placed_before_any_amount_of_a_lower_one() -> None:
     plan = placement.plan(_request([GANG, HIGH]))
     assert _placed(plan) == {"hi"}
     reason = next(p.reason for p in plan.pending if p.job == "gang")
-    assert "outranked by" in reason and "hi (priority 1000)" in reason
+    assert reason.startswith("outranked by jobs hi (priority 1000, 8 GPUs)"), reason
 
 
 def test_weighted_mode_keeps_value_weighting() -> None:

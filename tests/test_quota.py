@@ -136,9 +136,12 @@ def test_without_preemption_the_reclaimer_waits_with_a_quota_reason() -> None:
     plan = solve(_reclaim_request(False))
     assert plan.preemptions == [] and _placed(plan) == set()
     reason = _reasons(plan)["b1"]
-    assert reason == ("quota: b at 0/8 GPUs is within its nominal, but other teams hold 4 GPUs above theirs; "
-                      "taking 8 more needs them preempted (reclaim); fits if 4 GPUs of team a were preempted "
-                      "(preemption is off: policy.preemption)")
+    # Running work holds the room: preemption (off) binds, and the quota says why reclaim would be allowed.
+    assert plan.pending[0].constraint == "preemption"
+    assert reason == ("no matching node has room for one pod of task 'w' (8 GPUs) beside running work; the most "
+                      "free on one matching node: 4 GPUs; fits if 4 GPUs of team a were preempted (preemption is "
+                      "off: policy.preemption); quota: b at 0/8 GPUs is within its nominal, but other teams hold 4 "
+                      "GPUs above theirs; taking 8 more needs them preempted (reclaim)")
 
 
 def test_reclaim_never_lets_the_reclaimer_end_above_nominal() -> None:

@@ -145,11 +145,18 @@ def test_same_gang_without_topology_spans_the_racks() -> None:
 
 
 def test_rack_with_enough_gpus_but_fragmented_is_named_so() -> None:
-    # r0 = a0 (4 busy) + a1 (4 busy) + a2 (empty): 16 free GPUs, but only one node fits an 8-GPU pod.
-    nodes = [_node("a0", rack="r0"), _node("a1", rack="r0"), _node("a2", rack="r0")]
+    # r0 = a0 (4 busy) + a1 (4 busy) + a2 (empty): 16 free GPUs, but only one node fits an 8-GPU pod;
+    # r1 = b0 (empty). The gang fits across the racks (a2 + b0), so the rack is what binds.
+    nodes = [_node("a0", rack="r0"), _node("a1", rack="r0"), _node("a2", rack="r0"), _node("b0", rack="r1")]
     running = [_busy("a0", [0, 1, 2, 3]), _busy("a1", [4, 5, 6, 7])]
     plan = _solve(_request(nodes, [_job("g", 2, 8, {"required": "rack"})], running))
     assert "no rack can hold the gang: those with 16 free GPUs are too fragmented" in plan.pending[0].reason
+    assert plan.pending[0].constraint == "topology"
+    # Without b0 it fits nowhere, rack or not: the cluster is too small for it, in pieces too small for its pods.
+    plan = _solve(_request(nodes[:3], [_job("g", 2, 8, {"required": "rack"})], running))
+    assert plan.pending[0].constraint == "gang_size"
+    assert plan.pending[0].reason.endswith("needs 16 GPUs; matching nodes have 8 free (16 on all nodes it may use, "
+                                           "in pieces too small for its pods)"), plan.pending[0].reason
 
 
 def test_greedy_uses_the_fullest_rack_that_fits() -> None:

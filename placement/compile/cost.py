@@ -156,19 +156,37 @@ def _provisioning(ctx: ModelContext, weight: float) -> None:
 
 
 def pending_reason(problem: Problem, j: int, placement: Placement, usage: np.ndarray, reason: str) -> str:
-    """Refine the generic reason of a pending job when spot, the reserve or cost kept it out."""
+    """Refine the generic reason of a pending job when spot, the reserve or cost kept it out (the text of
+    `refine_pending` when the generic reason's constraint is not known)."""
+    return refine_pending(problem, j, placement, usage, reason, None)[1]
+
+
+#: Generic constraints (placement.explain) under which the job fits what the plan leaves: there spot, the
+#: peak reserve or its price may be what kept it out.
+FITS_LEFT = ("objective", "time_limit")
+
+
+def refine_pending(problem: Problem, j: int, placement: Placement, usage: np.ndarray, reason: str,
+                   constraint: str | None) -> tuple[str, str]:
+    """(constraint, reason) of a pending job, with `cost` named where this concern kept it out: `filter` for a
+    job without spot_ok that only spot nodes could take; `cost` when it fits what the plan leaves but the peak
+    reserve or its price outweighs its value, and for a deferrable job in peak that lost to the objective
+    (its value halved). Other constraints bind before cost and are kept (None: try everything, as before)."""
     job = problem.jobs[j]
     for t in problem.job_tasks[j]:
         stage = next((s for s, left in problem.tasks[t].funnel if left == 0), None)
         if stage == "spot":
-            return (f"task '{problem.tasks[t].name}' fits only on spot nodes and the job is not spot_ok "
-                    "(set spot_ok: true if it can lose work to a reclaim)")
+            return "filter", (f"task '{problem.tasks[t].name}' fits only on spot nodes and the job is not spot_ok "
+                              "(set spot_ok: true if it can lose work to a reclaim)")
         if stage is not None:
-            return reason
-    specific = _reserve_or_cost(problem, j, placement, usage)
-    if problem.request.policy.peak and job.deferrable:
-        return f"deferred to off-peak: {specific or reason}"
-    return specific or reason
+            return constraint or "filter", reason
+    specific = _reserve_or_cost(problem, j, placement, usage) if constraint in (None, *FITS_LEFT) else None
+    if specific:
+        constraint, reason = "cost", specific
+    deferred = problem.request.policy.peak and job.deferrable
+    if deferred and constraint in (None, "cost", "objective"):
+        return "cost", f"deferred to off-peak: {reason}"
+    return constraint or "capacity", reason
 
 
 def _reserve_or_cost(problem: Problem, j: int, placement: Placement, usage: np.ndarray) -> str | None:

@@ -19,7 +19,7 @@ from placement.decode import devices
 from placement.decode.teams import team_reports
 from placement.decode.topology import gpu_choice
 from placement.decode.usage import fold
-from placement.explain import pending_reason, preemption_reason, quota_after
+from placement.explain import Reason, pending_reason, preemption_reason, quota_after
 from placement.holdings import pod_gpus
 from placement.problem import Problem
 from placement.screen import screened
@@ -59,10 +59,9 @@ def decode(problem: Problem, placement: Placement, terms: dict[str, float], stat
     added = set(range(provision.first_added(problem.request), problem.n_nodes))
     pods = [(problem.jobs[problem.tasks[t].job], n, pod_gpus(problem, t, n))  # GPU-equivalents (MIG, shares)
             for (t, n), k in sorted(placement.counts.items()) for _ in range(k)]
-    pending = [Pending(job=job.name, reason=cost.pending_reason(problem, j, placement, usage,
-                                                              pending_reason(problem, j, placement, usage, ledger,
-                                                                             status == "optimal")))
-               for j, job in enumerate(problem.jobs) if j not in placed]
+    pending = [_pending(problem, j, placement, usage, pending_reason(problem, j, placement, usage, ledger,
+                                                                    status == "optimal"))
+               for j in range(len(problem.jobs)) if j not in placed]
     pending = _with_screened(problem, pending)
     bound = assignments(problem, placement)
     terms = {**terms, **topology_terms.bandwidth_terms(problem, bound)}  # computed from the GPUs chosen
@@ -90,14 +89,19 @@ def _with_screened(problem: Problem, pending: list[Pending]) -> list[Pending]:
     original, gone = found
     nothing = Placement()
     usage = np.zeros_like(original.free)
-    reasons = {original.jobs[j].name: cost.pending_reason(original, j, nothing, usage,
-                                                      pending_reason(original, j, nothing, usage))
+    reasons = {original.jobs[j].name: _pending(original, j, nothing, usage, pending_reason(original, j, nothing, usage))
                for j in gone}
     by_name = {p.job: p for p in pending}
     out = []
     for job in original.jobs:
         if job.name in reasons:
-            out.append(Pending(job=job.name, reason=reasons[job.name]))
+            out.append(reasons[job.name])
         elif job.name in by_name:
             out.append(by_name[job.name])
     return out
+
+
+def _pending(problem: Problem, j: int, placement: Placement, usage: np.ndarray, generic: Reason) -> Pending:
+    """Job j's entry: explain's reason (the binding constraint and its sentence), refined by the cost concern."""
+    constraint, reason = cost.refine_pending(problem, j, placement, usage, generic.text, generic.constraint)
+    return Pending(job=problem.jobs[j].name, reason=reason, constraint=constraint)  # type: ignore[arg-type]

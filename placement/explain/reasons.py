@@ -1,13 +1,23 @@
-"""Why a job waits: a precise, human reason for every pending job of a plan.
+"""Why a job waits: the constraint that binds, named (`Pending.constraint`) and told with its numbers.
 
-Reasons go from the most basic to the most contextual: nothing matches the task at all (and
-which filter emptied the list), the cluster is too small for the gang even when empty of new
-work, or the capacity went to other jobs in this plan (and to which ones).
+Causes are tried from the most basic to the most contextual; the first that binds is the one named:
+
+1. `filter`, `mig`, `sharing`: no node passes one of a task's filters (`filters`: which one, what nodes have);
+2. `gang_size`: the gang does not fit even if no other pending job were placed, beside running work and
+   what it may preempt; `preemption` when preempting running work would make room but preemption is off;
+3. `topology`: it fits the free cluster, but no domain of its required level (or slice level) holds it;
+4. `quota`: its team's quota refuses the whole gang (cluster-wide scopes);
+5. in what this plan leaves: when it fits there, `quota` (where it would go), else `objective` (the plan
+   is proved better without it) or `time_limit`; when it fits without its topology only, `topology`;
+   else who took the room (`rivals`): `quota` (work within a team's nominal ranks first), `priority`
+   (a higher class), and within its own class `fairness`, `cost` (deferral) or `capacity`.
+
+`placement.compile.cost.refine_pending` then names `cost` where spot, the peak reserve or the price
+kept it out. tests/test_pending_reasons.py relaxes each named constraint and plans again.
 """
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -16,35 +26,25 @@ from placement_models.policy import PreemptionRules
 
 from placement import devices
 from placement.baseline import place_task
+from placement.baseline.devices import GreedyDevices
+from placement.baseline.topology import job_gpus_needed, place_job
 from placement.explain import devices as device_reasons
+from placement.explain import filters
+from placement.explain import rivals as rival_reasons
 from placement.explain import topology as topology_reasons
+from placement.explain.rivals import Reason, held_text
 from placement.holdings import held_in, job_use, use_of
-from placement.problem import Problem, TaskInfo, allowed_rules
+from placement.problem import Problem, allowed_rules
 from placement.rightsize import gang_minimums
 from placement.solution import Placement
 from placement.teams import QuotaLedger, amount
 
 
-def _demand_text(task: TaskInfo) -> str:
-    spec = task.spec
-    parts = []
-    if spec.gpus:
-        parts.append(f"{spec.gpus} GPU" + ("s" if spec.gpus != 1 else ""))
-    if spec.mig_profile is not None:
-        parts.append(f"MIG {spec.mig_profile}" + (f" ≥ {spec.gpu_memory_gib:g} GiB" if spec.mig_auto else ""))
-    if spec.gpu_share is not None:
-        parts.append(f"{spec.gpu_share:g} of a shared GPU")
-    if spec.cpu:
-        parts.append(f"{spec.cpu:g} CPU")
-    if spec.memory_gib:
-        parts.append(f"{spec.memory_gib:g} GiB")
-    return ", ".join(parts) or "no resources"
-
-
 def gang_text(problem: Problem, j: int) -> str:
     """"1×launcher (8 CPU) + 4..16×worker (8 GPUs)": with per-task minimums (`min_replicas`) an elastic task
     shows minimum..replicas, and a `min_available` above their sum is added; an all-or-nothing gang, or one
-    with only `min_available`, reads as its tasks' replicas."""
+    with only `min_available`, reads as its tasks' replicas. MIG and shared pods read as their instance or
+    share ("MIG 1g.10gb", "0.25 of a shared GPU"), never as GPUs."""
     job = problem.jobs[j]
     minimums = {members[0]: minimum for members, minimum in gang_minimums(problem, j)}
     per_task = any(0 < m < problem.tasks[t].replicas for t, m in minimums.items()) or (
@@ -54,7 +54,7 @@ def gang_text(problem: Problem, j: int) -> str:
         task = problem.tasks[t]
         least = minimums.get(t, task.replicas) if per_task else task.replicas
         count = f"{least}..{task.replicas}" if least < task.replicas else f"{task.replicas}"
-        parts.append(f"{count}×{task.name} ({_demand_text(task)})")
+        parts.append(f"{count}×{task.name} ({filters.demand_text(task)})")
     text = " + ".join(parts)
     if per_task and job.needed > sum(minimums.values()):
         pods = sum(problem.tasks[t].replicas for t in minimums)  # a right-size alternative is no pod of its own
@@ -62,126 +62,213 @@ def gang_text(problem: Problem, j: int) -> str:
     return text
 
 
-def _filter_reason(problem: Problem, task: TaskInfo) -> str:
-    """Name the first filter stage that left no node for the task."""
-    spec = task.spec
-    emptied = next((stage for stage, left in task.funnel if left == 0), "free_capacity")
-    if emptied in devices.STAGES:  # MIG instances, shared GPUs
-        return device_reasons.filter_reason(problem, task, emptied)
-    if emptied == "nodes":
-        return "the cluster has no nodes"
-    if emptied == "node_selector":
-        return f"no node matches node_selector {dict(spec.node_selector)} of task '{spec.name}'"
-    if emptied == "taints":
-        taints = sorted({f"{t.key}={t.value}:{t.effect}" for n in problem.nodes for t in n.taints
-                         if t.effect != "PreferNoSchedule"})
-        return f"every node left for task '{spec.name}' has a taint it does not tolerate ({', '.join(taints[:3])})"
-    if emptied == "has_gpus":
-        return f"task '{spec.name}' needs GPUs but no matching node has any"
-    if emptied == "gpu_memory":
-        have = [problem.nodes[i].gpu_model for i in range(problem.n_nodes) if problem.gpu_models[i]]
-        return (f"task '{spec.name}' needs {spec.gpu_memory_gib:g} GiB of GPU memory per GPU; no matching node's "
-                f"GPU model has that much (models here: {', '.join(sorted(set(map(str, have))))})")
-    most = int(problem.free[:, 0].max()) if problem.n_nodes else 0
-    return (f"no matching node has room for one pod of task '{spec.name}' ({_demand_text(task)}) "
-            f"beside running work; the most free GPUs on one node is {most}")
+# --------------------------------------------------------------------------------------------
+# Fit checks (the greedy's own rules: gang minimums, devices, topology)
 
 
-def _fits(problem: Problem, j: int, free: np.ndarray, placement: Placement | None = None) -> bool:
-    if problem.needs_device_ledger():  # which GPU, which instance, which layout changes: the device ledger knows
+def _fits(problem: Problem, j: int, free: np.ndarray, placement: Placement | None = None,
+          topology: bool = False) -> bool:
+    """Would job j fit, alone, in `free` (beside `placement`'s devices)? With `topology`, honouring its
+    required level and slices (`placement.baseline.topology.place_job`)."""
+    if topology and _hard_topology(problem, j):
+        trial: np.ndarray = free.copy()
+        counts: dict[tuple[int, int], int] = {}
+        if not problem.needs_device_ledger():
+            return place_job(problem, j, trial, counts, place_task) > 0
+        ledger = GreedyDevices(problem)
+        if placement is not None:
+            ledger.apply(placement, trial)
+        return place_job(problem, j, trial, counts, ledger.placer(place_task)) > 0 and ledger.settle(counts)
+    # Which GPU, which instance, which layout changes: the device ledger knows, but not GPUs preemption frees
+    # (it holds running pods' GPUs for good), so whole-GPU gangs count those as the greedy does, by numbers.
+    evicting = bool((free > problem.free).any())
+    if problem.needs_device_ledger() and not (evicting and not any(
+            devices.uses_devices(problem.tasks[t].spec) for t in problem.job_tasks[j])):
         return device_reasons.job_fits(problem, j, free, placement, place_task)
+    tasks = problem.job_tasks[j]
+    if _pack(problem, j, free, sorted(tasks, key=lambda t: -int(problem.tasks[t].demand[0]))):  # the greedy's order
+        return True
+    tight = sorted(tasks, key=lambda t: (problem.tasks[t].candidates.size, -int(problem.tasks[t].demand[0])))
+    return len(tasks) > 1 and _pack(problem, j, free, tight)  # the task with fewest nodes first
+
+
+def _pack(problem: Problem, j: int, free: np.ndarray, order: list[int]) -> bool:
+    """The greedy's gang rule in a given task order: each task's minimum first (a task and its right-size
+    alternative together), then the extra pods; fits when every minimum and `needed` are placed."""
     trial = free.copy()
     counts: dict[tuple[int, int], int] = {}
-    got = {t: place_task(problem, t, trial, counts) for t in problem.job_tasks[j]}
-    return sum(got.values()) >= problem.jobs[j].needed and all(
-        sum(got[t] for t in members) >= minimum for members, minimum in gang_minimums(problem, j))
+    got = dict.fromkeys(order, 0)
+    groups = sorted(gang_minimums(problem, j), key=lambda g: min(order.index(t) for t in g[0]))
+    for members, minimum in groups:
+        for t in sorted(members, key=order.index):
+            short = minimum - sum(got[u] for u in members)
+            if short > 0:
+                got[t] += place_task(problem, t, trial, counts, None, short)
+        if sum(got[u] for u in members) < minimum:
+            return False
+    for t in order:
+        more = problem.tasks[t].replicas - got[t]
+        if more > 0:
+            got[t] += place_task(problem, t, trial, counts, None, more)
+    return sum(got.values()) >= problem.jobs[j].needed
 
 
-def _gpus_by_node(problem: Problem, placement: Placement) -> dict[int, dict[int, int]]:
-    """node -> placed job -> GPUs, built once per plan: thousands of pending jobs each ask who
-    took their nodes, and scanning every placement for each of them cost minutes at 6k jobs."""
-    if "gpus_by_node" not in placement.memo:
-        index: dict[int, dict[int, int]] = {}
-        for (t, n), k in placement.counts.items():
-            if k:
-                jobs = index.setdefault(n, {})
-                rival = problem.tasks[t].job
-                jobs[rival] = jobs.get(rival, 0) + int(problem.tasks[t].demand[0]) * k
-        placement.memo["gpus_by_node"] = index
-    return placement.memo["gpus_by_node"]  # type: ignore[return-value]
+def _hard_topology(problem: Problem, j: int) -> bool:
+    spec = problem.jobs[j].topology
+    return spec is not None and (spec.required is not None or spec.slice is not None)
 
 
-def _rivals(problem: Problem, placement: Placement, nodes: list[int]) -> tuple[dict[int, int], list[int]]:
-    """GPUs each placed job holds on these nodes, and the three that outrank the rest; cached per
-    node set, since jobs of one shape share their candidate nodes."""
-    cache: dict[bytes, tuple[dict[int, int], list[int]]] = placement.memo.setdefault("rivals", {})  # type: ignore[assignment]
-    key = np.asarray(nodes, dtype=np.int64).tobytes()
-    if key not in cache:
-        rivals: dict[int, int] = {}
-        by_node = _gpus_by_node(problem, placement)
-        for n in nodes:
-            for rival, gpus in by_node.get(n, {}).items():
-                rivals[rival] = rivals.get(rival, 0) + gpus
-        top = heapq.nsmallest(3, rivals, key=lambda r: (-problem.jobs[r].priority, -rivals[r], problem.jobs[r].name))
-        cache[key] = (rivals, top)
-    return cache[key]
+def _alone_room(problem: Problem, j: int) -> np.ndarray:
+    """Free capacity plus what running jobs job j may preempt hold (its candidates were filtered on this); once
+    per kind of job the preemption rules tell apart (`Problem.rule_kind`)."""
+    cache: dict[object, np.ndarray] = problem.extras.setdefault("alone_room", {})  # type: ignore[assignment]
+    kind = (problem.rule_kind(j), _may_reclaim(problem, j))
+    if kind not in cache:
+        room = problem.free
+        for r in problem.running:
+            if _rules(problem, j, problem.eviction_rules(j, r.index)):
+                room = room.copy() if room is problem.free else room
+                room[r.nodes] += r.use
+        cache[kind] = room
+    return cache[kind]
 
 
-def _too_big(problem: Problem, j: int) -> bool:
-    """A proof, not a heuristic, that job j cannot fit in the free cluster: some task's pods exceed
-    what its candidate nodes can hold one by one, or the gang's GPUs exceed all free GPUs it may use."""
-    tasks = problem.job_tasks[j]
-    if problem.jobs[j].needed < problem.jobs[j].pods:
-        return False  # elastic: which pods are needed is open, so only the heuristic speaks
-    if any(int(problem.tasks[t].max_per_node.sum()) < problem.tasks[t].replicas for t in tasks):
-        return True
-    nodes = sorted(set().union(*(problem.tasks[t].candidates.tolist() for t in tasks)))
-    return problem.job_gpus(j) > int(problem.free[nodes, 0].sum()) if nodes else True
+def _may_reclaim(problem: Problem, j: int) -> bool:
+    """Could job j's team end within its nominal with the job placed (what `reclaim_within_cohort` needs of the
+    preemptor's team), in some GPU scope, counting what the team runs now?"""
+    index, team = problem.teams, problem.job_team[j] if problem.job_team else -1
+    need = int(job_use(problem, j)[0])
+    return index is not None and team >= 0 and any(s.before[team] + need <= s.nominal[team] for s in index.scopes)
+
+
+def _rules(problem: Problem, j: int, rules: tuple[str, ...]) -> tuple[str, ...]:
+    """The rules that may really let job j preempt: `reclaim_within_cohort` only if its team may end within
+    its nominal (`_may_reclaim`)."""
+    if "reclaim_within_cohort" in rules and not _may_reclaim(problem, j):
+        return tuple(rule for rule in rules if rule != "reclaim_within_cohort")
+    return rules
+
+
+def _nodes(problem: Problem, j: int) -> list[int]:
+    return sorted(set().union(*(problem.tasks[t].candidates.tolist() for t in problem.job_tasks[j])))
+
+
+# --------------------------------------------------------------------------------------------
+# The reason of one pending job
 
 
 def pending_reason(problem: Problem, j: int, placement: Placement, usage: np.ndarray,
-                   ledger: QuotaLedger | None = None, optimal: bool = False) -> str:
-    """`usage`: what the plan takes net of what its preemptions free; `ledger`: quotas after the plan;
-    `optimal`: the plan is proved optimal, so a job that would fit was left out by the objective."""
+                   ledger: QuotaLedger | None = None, optimal: bool = False) -> Reason:
+    """(constraint, text) of pending job j. `usage`: what the plan takes net of what its preemptions free;
+    `ledger`: quotas after the plan; `optimal`: the plan is proved optimal, so a job that would fit was left
+    out by the objective."""
     ledger = ledger if ledger is not None else quota_after(problem, placement)
     for t in problem.job_tasks[j]:
         task = problem.tasks[t]
         if task.candidates.size == 0:
             emptied = next((stage for stage, left in task.funnel if left == 0), "free_capacity")
             if emptied != "free_capacity":
-                return _filter_reason(problem, task)
-            return ((quota_reason(problem, j, ledger) or _filter_reason(problem, task))
-                    + preemption_hint(problem, j, placement, usage))
+                return filters.filter_reason(problem, task)
     gang = gang_text(problem, j)
-    domain = topology_reasons.pending_reason(problem, j, problem.free - usage, gang, place_task)
-    if domain:  # a required level or slice no domain can hold (placement/topology.py)
-        return domain
-    if _too_big(problem, j) and not _fits(problem, j, problem.free):  # physics before policy
-        nodes = sorted(set().union(*(problem.tasks[t].candidates.tolist() for t in problem.job_tasks[j])))
-        free = int(problem.free[nodes, 0].sum()) if nodes else 0
-        return (f"does not fit even if no other job were placed: gang of {gang} needs {problem.job_gpus(j)} "
-                f"GPUs; matching nodes have {free} free" + _sharing_hint(problem, j)
-                + preemption_hint(problem, j, placement, usage))
+    if not _fits(problem, j, _alone_room(problem, j)):  # physics before policy
+        return _short(problem, j, gang, placement, usage, quota_reason(problem, j, ledger))
+    view = problem.topology()
+    hard = _hard_topology(problem, j)
+    if hard and not _fits(problem, j, problem.free, topology=True) and _fits(problem, j, problem.free):
+        return Reason("topology", topology_reasons.domain_reason(problem, j, problem.free, gang, view, after=False))
     blocked = quota_reason(problem, j, ledger)
     if blocked:
-        return blocked
+        return Reason("quota", blocked)
     left = problem.free - usage
-    if _fits(problem, j, left, placement):
+    if _fits(problem, j, left, placement, topology=True):
         blocked = quota_reason(problem, j, ledger, _where(problem, j, left))
         if blocked:
-            return blocked
+            return Reason("quota", blocked)
         if optimal:
-            return (f"left pending by the objective: the plan scores higher without it (placing it would cost "
-                    f"more in other terms, such as breaking a whole node, than its value): gang of {gang}")
-        return (f"fits in the capacity this plan leaves free, but the solver did not reach a plan placing it "
-                f"within its time limit: gang of {gang}")
-    nodes = sorted(set().union(*(problem.tasks[t].candidates.tolist() for t in problem.job_tasks[j])))
-    rivals, top = _rivals(problem, placement, nodes)
-    who = ", ".join(f"{problem.jobs[r].name} (priority {problem.jobs[r].priority}, {rivals[r]} GPUs)" for r in top)
-    free_gpus = int(left[nodes, 0].sum()) if nodes else 0
-    return (_outranked(problem, j, top) + f"capacity went to higher-value jobs: gang of {gang} does not fit in the "
-            f"{free_gpus} GPUs left on matching nodes" + (f"; placed there instead: {who}" if who else "")
-            + _sharing_hint(problem, j, placement, usage) + preemption_hint(problem, j, placement, usage))
+            return Reason("objective", f"left pending by the objective: the plan scores higher without it (placing "
+                                       f"it would cost more in other terms, such as breaking a whole node, than its "
+                                       f"value): gang of {gang}")
+        return Reason("time_limit", f"fits in the capacity this plan leaves free, but the solver did not reach a "
+                                    f"plan placing it within its time limit: gang of {gang}")
+    if hard and _fits(problem, j, left, placement):  # fits what the plan leaves, but in no single domain
+        return Reason("topology", topology_reasons.domain_reason(problem, j, left, gang, view, after=True))
+    found = rival_reasons.who_took(problem, j, placement, usage, gang, _fits)
+    hint = _sharing_hint(problem, j, placement, usage)
+    preempt = preemption_hint(problem, j, placement, usage)
+    if found is not None:
+        return Reason("sharing" if hint else found.constraint, found.text + hint + preempt)
+    if _alone_room(problem, j) is problem.free:  # no group alone explains it: the plan's jobs together do
+        return Reason("sharing" if hint else "capacity", rival_reasons.crowded(problem, j, placement, usage, gang)
+                      + hint + preempt)
+    # Nothing the plan placed holds the room it needs: running work it may preempt does, and the plan keeps it.
+    text = (f"fits only if running work were preempted, which the rules allow, but the plan keeps it: gang of "
+            f"{gang}" + hint + preempt)
+    return Reason("objective" if optimal else "time_limit", text)
+
+
+def _short(problem: Problem, j: int, gang: str, placement: Placement, usage: np.ndarray,
+           quota: str | None) -> Reason:
+    """The gang does not fit even if no other pending job were placed: the numbers that show it, and whether
+    preempting running work (preemption off) or sharing idle GPUs would make room; what its team's quota says
+    (`quota`) comes last, as context: without room, no quota would place it."""
+    head = "does not fit even if no other job were placed: "
+    empty = next((problem.tasks[t] for t in problem.job_tasks[j] if problem.tasks[t].candidates.size == 0), None)
+    if empty is not None:
+        text = filters.room_text(problem, empty)
+        if problem.jobs[j].pods > 1 or len(problem.job_tasks[j]) > 1:
+            text += f" (gang of {gang})"
+    else:
+        text = head + _short_detail(problem, j, gang)
+    hint = _sharing_hint(problem, j)
+    preempt = preemption_hint(problem, j, placement, usage) or preemption_hint(
+        problem, j, Placement(), np.zeros_like(problem.free))
+    after = f"; {quota}" if quota else ""
+    if hint:
+        return Reason("sharing", text + hint + preempt + after)
+    capped = _capped(problem, j)
+    if capped is not None:
+        return Reason(capped[0], text + capped[1] + preempt + after)
+    off = problem.request.policy.preemption_rules is None
+    return Reason("preemption" if preempt and off else "gang_size", text + preempt + after)
+
+
+def _capped(problem: Problem, j: int) -> tuple[str, str] | None:
+    """("mig", "; fits if policy.max_mig_changes (0) allowed more ...") when a cap on device changes is what
+    keeps job j from fitting alone (making an idle MIG GPU whole is a change too), or the same for sharing."""
+    view = problem.devices
+    if view is None or not problem.needs_device_ledger():
+        return None
+    policy = problem.request.policy
+    for name, field, uncapped in (("mig", "max_mig_changes", {"max_changes": None}),
+                                  ("sharing", "max_sharing_changes", {"max_sharing_changes": None})):
+        if getattr(policy, field) is not None and _fits(replace(problem, devices=replace(view, **uncapped)), j,
+                                                        _alone_room(problem, j)):
+            what = "re-partitioning (making an idle MIG GPU whole counts)" if name == "mig" else "shared GPUs"
+            return name, f"; fits if policy.{field} ({getattr(policy, field)}) allowed more {what}"
+    return None
+
+
+def _short_detail(problem: Problem, j: int, gang: str) -> str:
+    nodes = _nodes(problem, j)
+    room = _alone_room(problem, j)
+    free = int(room[nodes, 0].sum()) if nodes else 0
+    more = " (counting running work it may preempt)" if room is not problem.free else ""
+    need = job_gpus_needed(problem, j)
+    if need > free:
+        eligible = sorted(set().union(*(problem.tasks[t].eligible.tolist() for t in problem.job_tasks[j]
+                                        if problem.tasks[t].eligible is not None)))
+        pieces = int(room[eligible, 0].sum()) if eligible else 0
+        if pieces > free:
+            more += f" ({pieces} on all nodes it may use, in pieces too small for its pods)"
+        return f"gang of {gang} needs {need} GPUs; matching nodes have {free} free{more}"
+    for members, minimum in gang_minimums(problem, j):
+        most = sum(min(problem.tasks[t].replicas, int(problem.tasks[t].max_per_node.sum())) for t in members)
+        if most < minimum:
+            task = problem.tasks[members[0]]
+            return (f"gang of {gang}: task '{task.name}' needs {minimum} pods ({filters.demand_text(task)} each) "
+                    f"and its matching nodes can take at most {most}{more}")
+    gpus = f" ({free} GPUs free there{more})" if need else ""
+    return f"no packing of gang of {gang} onto its matching nodes' free room was found{gpus}"
 
 
 def _sharing_hint(problem: Problem, j: int, placement: Placement | None = None, usage: np.ndarray | None = None) -> str:
@@ -240,19 +327,6 @@ def quota_reason(problem: Problem, j: int, ledger: QuotaLedger | None, use: np.n
     return ledger.blocker(team, add)
 
 
-def _outranked(problem: Problem, j: int, rivals: list[int]) -> str:
-    """"outranked by jobs A, B (priority 100): " for the rivals of higher priority, else ""."""
-    mine = problem.jobs[j].priority
-    higher = [r for r in rivals if problem.jobs[r].priority > mine]
-    if not higher:
-        return ""
-    levels = {problem.jobs[r].priority for r in higher}
-    if len(levels) == 1:
-        return f"outranked by jobs {', '.join(problem.jobs[r].name for r in higher)} (priority {levels.pop()}): "
-    return "outranked by jobs " + ", ".join(f"{problem.jobs[r].name} (priority {problem.jobs[r].priority})"
-                                            for r in higher) + ": "
-
-
 class Justification(NamedTuple):
     """Why a running job is preempted: the placed job it makes room for, the rule of policy.preemption that
     allows it (placement_models.PreemptionRule; None only if no placed job explains it), and a sentence."""
@@ -309,12 +383,14 @@ def preemption_reason(problem: Problem, r: int, placement: Placement, ledger: Qu
 
 
 def _hint_rules(problem: Problem, j: int, r: int) -> tuple[str, ...]:
-    """The rules under which job j may preempt r; with preemption off, those `policy.preemption: true` would give."""
+    """The rules under which job j may preempt r; with preemption off, those `policy.preemption: true` would give
+    (reclaim only if the job's team may end within its nominal)."""
     if problem.request.policy.preemption_rules is not None:
-        return problem.eviction_rules(j, r)
+        return _rules(problem, j, problem.eviction_rules(j, r))
     job, victim = problem.jobs[j], problem.running[r]
-    return allowed_rules(PreemptionRules(), job.priority, job.submitted_at, problem.job_team[j] if problem.job_team
-                         else -1, replace(victim, evictable=victim.ripe))
+    return _rules(problem, j, allowed_rules(PreemptionRules(), job.priority, job.submitted_at,
+                                            problem.job_team[j] if problem.job_team else -1,
+                                            replace(victim, evictable=victim.ripe)))
 
 
 def _why_kept(problem: Problem, j: int, r: int) -> str:
@@ -370,12 +446,31 @@ def _eligible_view(problem: Problem, tasks: tuple[int, ...]) -> Problem:
 
 
 def _victims_text(problem: Problem, chosen: list[int]) -> str:
+    """"job old (8 GPUs)", or per team "8 GPUs, 2× MIG 1g.10gb of team vision": what the victims hold, MIG
+    instances and shares as such (never "0 GPUs")."""
     if problem.teams is None:
-        return " and ".join(f"job {problem.running[r].spec.job} ({problem.running[r].gpus} GPUs)" for r in chosen)
-    per_team: dict[str, int] = {}
+        return " and ".join(f"job {problem.running[r].spec.job} ({held_text(_running_kinds(problem, [r]))})"
+                            for r in chosen)
+    per_team: dict[str, list[int]] = {}
     for r in chosen:
         team = problem.running[r].team
-        name = problem.teams.names[team] if team >= 0 else "(none)"
-        per_team[name] = per_team.get(name, 0) + problem.running[r].gpus
-    parts = [f"{gpus} GPUs of team {team}" for team, gpus in per_team.items()]
-    return " and ".join(parts)
+        per_team.setdefault(problem.teams.names[team] if team >= 0 else "(none)", []).append(r)
+    return " and ".join(f"{held_text(_running_kinds(problem, rs))} of team {team}" for team, rs in per_team.items())
+
+
+def _running_kinds(problem: Problem, chosen: list[int]) -> dict[str, int]:
+    """What running jobs hold, by kind (rivals.held_text's): whole healthy GPUs, MIG instances, shares."""
+    kinds: dict[str, int] = {}
+    for r in chosen:
+        info = problem.running[r]
+        for pod in info.spec.pods:
+            if pod.mig is not None:
+                kind, count = f"MIG {pod.mig.profile}", 1
+            elif pod.gpu_share is not None:
+                kind, count = f"{pod.gpu_share:g} of a shared GPU", 1
+            else:
+                continue
+            kinds[kind] = kinds.get(kind, 0) + count
+        if info.gpus or not kinds:
+            kinds = {"GPUs": kinds.pop("GPUs", 0) + info.gpus, **kinds}
+    return kinds
