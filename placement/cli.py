@@ -74,7 +74,7 @@ def summary(plan: Plan) -> str:
     for p in plan.preemptions[:10]:
         lines.append(f"  preempt {p.job}: {p.reason}")
     for p in plan.pending[:10]:
-        lines.append(f"  pending {p.job}: {p.reason}")
+        lines.append(f"  pending {p.job}" + (f" [{p.constraint}]" if p.constraint else "") + f": {p.reason}")
     if len(plan.pending) > 10:
         lines.append(f"  ... and {len(plan.pending) - 10} more pending jobs (see the plan)")
     return "\n".join(lines)
