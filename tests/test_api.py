@@ -8,6 +8,7 @@ compiler mis-encodes a rule, the two disagree.
 from __future__ import annotations
 
 import typing
+from collections.abc import Callable
 from functools import cache
 from itertools import product
 from typing import Any
@@ -129,40 +130,46 @@ def _plan_counts(plan: Plan) -> dict[tuple[str, str, str], int]:
     return counts
 
 
+Option = tuple[tuple[tuple[float, float, float], ...], frozenset[int], float]
+
+
+def job_options(req: dict[str, Any], job: dict[str, Any],
+                value_of: Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], float]) -> list[Option]:
+    """Every way to place the job on its own (at least min_available pods): per-node usage, the nodes its GPU
+    pods touch, and its value (`value_of(req, job, task)` per pod)."""
+    nodes = req["cluster"]["nodes"]
+    pairs = [(task, n) for task in job["tasks"] for n in range(len(nodes)) if _allowed(task, nodes[n])]
+    needed = job.get("min_available") or sum(t.get("replicas", 1) for t in job["tasks"])
+    out = []
+    for ks in product(*[range(task.get("replicas", 1) + 1) for task, _ in pairs]):
+        per_task: dict[str, int] = {}
+        for (task, _), k in zip(pairs, ks, strict=True):
+            per_task[task["name"]] = per_task.get(task["name"], 0) + k
+        if any(per_task.get(t["name"], 0) > t.get("replicas", 1) for t in job["tasks"]):
+            continue
+        if sum(ks) < needed:
+            continue
+        use = [[0.0, 0.0, 0.0] for _ in nodes]
+        gpu_nodes, value = set(), 0.0
+        for (task, n), k in zip(pairs, ks, strict=True):
+            if not k:
+                continue
+            use[n][0] += k * task.get("gpus", 0)
+            use[n][1] += k * task.get("cpu", 0)
+            use[n][2] += k * task.get("memory_gib", 0)
+            value += k * value_of(req, job, task)
+            if task.get("gpus", 0) > 0:
+                gpu_nodes.add(n)
+        out.append((tuple(tuple(u) for u in use), frozenset(gpu_nodes), value))
+    return out
+
+
 def brute_force(req: dict[str, Any]) -> float:
     """The best objective over every feasible assignment of pod counts per (task, node)."""
-    nodes = req["cluster"]["nodes"]
     free0, whole = _free(req)
     jobs = req["jobs"]
 
-    def options(job: dict[str, Any]) -> list[tuple[tuple[tuple[float, float, float], ...], frozenset[int], float]]:
-        """Every way to place the job (at least min_available pods): per-node usage, GPU nodes, value."""
-        pairs = [(task, n) for task in job["tasks"] for n in range(len(nodes)) if _allowed(task, nodes[n])]
-        needed = job.get("min_available") or sum(t.get("replicas", 1) for t in job["tasks"])
-        out = []
-        for ks in product(*[range(task.get("replicas", 1) + 1) for task, _ in pairs]):
-            per_task: dict[str, int] = {}
-            for (task, _), k in zip(pairs, ks, strict=True):
-                per_task[task["name"]] = per_task.get(task["name"], 0) + k
-            if any(per_task.get(t["name"], 0) > t.get("replicas", 1) for t in job["tasks"]):
-                continue
-            if sum(ks) < needed:
-                continue
-            use = [[0.0, 0.0, 0.0] for _ in nodes]
-            gpu_nodes, value = set(), 0.0
-            for (task, n), k in zip(pairs, ks, strict=True):
-                if not k:
-                    continue
-                use[n][0] += k * task.get("gpus", 0)
-                use[n][1] += k * task.get("cpu", 0)
-                use[n][2] += k * task.get("memory_gib", 0)
-                value += k * _pod_value(req, job, task)
-                if task.get("gpus", 0) > 0:
-                    gpu_nodes.add(n)
-            out.append((tuple(tuple(u) for u in use), frozenset(gpu_nodes), value))
-        return out
-
-    opts = [options(job) for job in jobs]
+    opts = [job_options(req, job, _pod_value) for job in jobs]
 
     @cache
     def best(j: int, free: tuple[tuple[float, float, float], ...], touched: frozenset[int]) -> float:

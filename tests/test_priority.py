@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import copy
 from functools import cache
-from itertools import product
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from placement_models import PlacementRequest
-from test_api import _allowed, _free, instances
+from test_api import _free, instances, job_options
 
 import placement
 from placement import problem as problem_mod
@@ -102,26 +101,8 @@ def test_a_job_that_cannot_fit_changes_nothing(case: tuple[dict[str, Any], dict[
 
 
 def _options(req: dict[str, Any], job: dict[str, Any]) -> list[tuple[tuple[tuple[float, ...], ...], float]]:
-    """Every placement of the job on its own (≥ min_available pods): per-node use and GPUs placed."""
-    nodes = req["cluster"]["nodes"]
-    pairs = [(task, n) for task in job["tasks"] for n in range(len(nodes)) if _allowed(task, nodes[n])]
-    needed = job.get("min_available") or sum(t.get("replicas", 1) for t in job["tasks"])
-    out = []
-    for ks in product(*[range(task.get("replicas", 1) + 1) for task, _ in pairs]):
-        per_task: dict[str, int] = {}
-        for (task, _), k in zip(pairs, ks, strict=True):
-            per_task[task["name"]] = per_task.get(task["name"], 0) + k
-        if sum(ks) < needed or any(per_task.get(t["name"], 0) > t.get("replicas", 1) for t in job["tasks"]):
-            continue
-        use = [[0.0, 0.0, 0.0] for _ in nodes]
-        value = 0.0
-        for (task, n), k in zip(pairs, ks, strict=True):
-            use[n][0] += k * task.get("gpus", 0)
-            use[n][1] += k * task.get("cpu", 0)
-            use[n][2] += k * task.get("memory_gib", 0)
-            value += k * (task.get("gpus", 0) or 0.01)
-        out.append((tuple(tuple(u) for u in use), value))
-    return out
+    """Every placement of the job on its own (≥ min_available pods): per-node use and GPU-equivalents placed."""
+    return [(use, value) for use, _, value in job_options(req, job, lambda _r, _j, task: task.get("gpus", 0) or 0.01)]
 
 
 def _fits(free: tuple[tuple[float, ...], ...], use: tuple[tuple[float, ...], ...]) -> bool:
