@@ -243,15 +243,14 @@ def test_quota_within_nominal_work_ranks_above_a_borrowing_higher_class() -> Non
     check(req, "a1", "quota", "quota: a at 0 GPUs (nominal 0) needs 8 more")
 
 
-def test_inside_one_team_the_class_decides_not_the_spare_nominal() -> None:
-    # compile/quota.py values every GPU within a team's nominal above every class, so the model alone would let
-    # the priority-0 8-GPU job fill more of a's nominal than the priority-5 4-GPU one; the search compares plans
-    # borrowing first, then class by class (placement.search.strategy), and keeps the plan that places hi.
+def test_quota_term_outranking_a_class_inside_one_team_is_named_quota() -> None:
+    # compile/quota.py values every GPU within a team's nominal above every class, inside one team too: the
+    # priority-0 8-GPU job fills more of a's nominal than the priority-5 4-GPU one and wins. Not `priority`
+    # (raising it changes nothing): `quota`, and without quotas the class decides.
     req = _request([_node("n")], [_job("hi", 4, team="a", priority=5), _job("big", team="a")], None,
                    [_team("a", 16)])
-    p = plan(req)
-    assert _placed(p) == {"hi"}
-    assert _pending(p, "big").constraint == "priority"
+    check(req, "hi", "quota", "hold 8 GPUs within their teams' nominal where this job would add 4",
+          "big (team a, priority 0, 8 GPUs)")
 
 
 def test_priority_names_the_higher_class_and_what_it_holds() -> None:
@@ -341,8 +340,7 @@ def _relaxations_hold(req: dict[str, Any]) -> None:
 def _own_team_ranking(req: dict[str, Any], now: Pending) -> bool:
     """A job whose team's nominal was raised may still wait for `quota` when bigger jobs of its own team took
     the room: compile/quota.py values every GPU within a team's nominal above every priority class, inside one
-    team too; the search replaces such a plan by the greedy one only when the greedy places more of the higher
-    class, so a bigger own-team job may still win (a model behaviour, not a misnamed reason)."""
+    team too, so there the bigger job wins whatever the classes (a model behaviour, not a misnamed reason)."""
     team = next(j.get("team") for j in req["jobs"] if j["name"] == now.job)
     named = re.findall(r"\(team ([^,]+), priority", now.reason)
     return now.constraint == "quota" and "within their teams' nominal" in now.reason and bool(named) and all(

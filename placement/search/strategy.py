@@ -14,12 +14,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
 from placement_models import PlanStatus, Policy, SolverStats
 
 from placement.compile.context import ModelContext
 from placement.compile.priority import pod_value
-from placement.holdings import held_in
 from placement.rightsize import pairs
 from placement.search import lns, solve, warm
 from placement.solution import Placement
@@ -94,13 +92,12 @@ def run(ctx: ModelContext, baseline: Placement, start: float, first_plan_s: floa
 def _trades_down(ctx: ModelContext, chosen: Placement, baseline: Placement) -> bool:
     """Does `chosen` place less of some class than `baseline` and more of a lower one? (Less of a class
     alone is the other terms' call within it, cost for one; a higher class given up for a lower one never is.)
-    Borrowing ranks below every class (Kueue admits what fits a ClusterQueue's nominal before what must
-    borrow), so the GPUs held above nominal are compared first, fewer being better; within the teams'
-    nominal quotas the classes decide, inside one team as across teams."""
+    Work within the teams' nominal quotas ranks above every class (Kueue admits what fits a ClusterQueue's
+    nominal before what must borrow), so it is compared first."""
     ours, theirs = _by_class(ctx, chosen), _by_class(ctx, baseline)
-    if ctx.problem.teams is not None and ctx.problem.teams.scopes:
-        ours.insert(0, -_borrowed(ctx, chosen))
-        theirs.insert(0, -_borrowed(ctx, baseline))
+    if "quota" in ctx.objective.terms:
+        ours.insert(0, round(_term(ctx, chosen, "quota"), 6))
+        theirs.insert(0, round(_term(ctx, baseline, "quota"), 6))
     for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
         if a < b:
             return any(x > y for x, y in zip(ours[i + 1:], theirs[i + 1:], strict=True))
@@ -109,12 +106,9 @@ def _trades_down(ctx: ModelContext, chosen: Placement, baseline: Placement) -> b
     return False
 
 
-def _borrowed(ctx: ModelContext, placement: Placement) -> float:
-    """Milli-GPUs the teams hold above their nominal quotas, over the GPU quota scopes, once `placement` is applied."""
-    index = ctx.problem.teams
-    assert index is not None
-    return float(sum(np.maximum(held_in(ctx.problem, placement, scope) - scope.nominal, 0).sum()
-                     for scope in index.scopes))
+def _term(ctx: ModelContext, placement: Placement, name: str) -> float:
+    values = ctx.assignment_of(placement)
+    return ctx.objective.values(lambda v: values[v.index]).get(name, 0.0)
 
 
 def _by_class(ctx: ModelContext, placement: Placement) -> list[float]:
