@@ -60,11 +60,12 @@ def run(ctx: ModelContext, baseline: Placement, start: float, first_plan_s: floa
     build_s = time.perf_counter() - start
 
     result, chosen, winner, search = _search(ctx, policy, baseline, baseline_score, start, log=log, stop=stop)
-    if winner == "solver" and policy.priority_mode == "strict" and _trades_down(ctx, chosen, baseline):
+    values = baseline_values if chosen is baseline else ctx.assignment_of(chosen)
+    if winner == "solver" and policy.priority_mode == "strict" and _trades_down(ctx, chosen, values, baseline,
+                                                                                 baseline_values):
         # Capped class weights (placement.compile.priority) let the model trade a higher class for lower
         # ones; the greedy plan, placed class by class, never does.
-        chosen, winner = baseline, "baseline"
-    values = ctx.assignment_of(chosen)
+        chosen, winner, values = baseline, "baseline", baseline_values
     terms = ctx.objective.values(lambda v: values[v.index])
     score = sum(terms.values())
     gap = None
@@ -89,15 +90,16 @@ def run(ctx: ModelContext, baseline: Placement, start: float, first_plan_s: floa
     return Found(chosen, terms, status, stats)
 
 
-def _trades_down(ctx: ModelContext, chosen: Placement, baseline: Placement) -> bool:
+def _trades_down(ctx: ModelContext, chosen: Placement, chosen_values: dict[int, int], baseline: Placement,
+                 baseline_values: dict[int, int]) -> bool:
     """Does `chosen` place less of some class than `baseline` and more of a lower one? (Less of a class
     alone is the other terms' call within it, cost for one; a higher class given up for a lower one never is.)
     Work within the teams' nominal quotas ranks above every class (Kueue admits what fits a ClusterQueue's
     nominal before what must borrow), so it is compared first."""
     ours, theirs = _by_class(ctx, chosen), _by_class(ctx, baseline)
     if "quota" in ctx.objective.terms:
-        ours.insert(0, round(_term(ctx, chosen, "quota"), 6))
-        theirs.insert(0, round(_term(ctx, baseline, "quota"), 6))
+        ours.insert(0, round(_term(ctx, chosen_values, "quota"), 6))
+        theirs.insert(0, round(_term(ctx, baseline_values, "quota"), 6))
     for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
         if a < b:
             return any(x > y for x, y in zip(ours[i + 1:], theirs[i + 1:], strict=True))
@@ -106,8 +108,7 @@ def _trades_down(ctx: ModelContext, chosen: Placement, baseline: Placement) -> b
     return False
 
 
-def _term(ctx: ModelContext, placement: Placement, name: str) -> float:
-    values = ctx.assignment_of(placement)
+def _term(ctx: ModelContext, values: dict[int, int], name: str) -> float:
     return ctx.objective.values(lambda v: values[v.index]).get(name, 0.0)
 
 
