@@ -206,6 +206,11 @@ class RunningJob(Strict):
     started_at: datetime | None = None
     #: last checkpoint: a preemption loses the GPU-hours since then (since `started_at` when unset)
     checkpointed_at: datetime | None = None
+    #: hours it is expected to run in all (its Job's expected_runtime_h): with `started_at`, when its GPUs free
+    #: up, which reservations and estimated starts read (placement.timeline)
+    expected_runtime_h: float | None = Field(None, gt=0, le=1_000_000)
+    #: hours it may run before it is overdue (unset: its team's max_runtime_h, else no limit)
+    max_runtime_h: float | None = Field(None, gt=0, le=1_000_000)
     #: as on Job: what the metrics window saw (reported; a running job is not re-placed)
     observed_gpu_memory_gib: float | None = Field(None, ge=0)
     observed_sm_util: float | None = Field(None, ge=0, le=1)

@@ -103,7 +103,9 @@ class Job(Strict):
     #: hours between checkpoints: a reclaim loses half of one interval on average (unset = no checkpoints)
     checkpoint_interval_h: float | None = Field(None, gt=0)
     #: expected hours of running; prices a placement (unset: costed as one hour)
-    expected_runtime_h: float | None = Field(None, gt=0)
+    expected_runtime_h: float | None = Field(None, gt=0, le=1_000_000)
+    #: hours the job may run once started (reported as overdue past it; unset: its team's, else no limit)
+    max_runtime_h: float | None = Field(None, gt=0, le=1_000_000)
     #: may wait for off-peak hours (policy.peak) rather than run now
     deferrable: bool = False
     #: peak GPU memory one of the job's GPUs (or MIG instances) held over the last metrics window

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from placement_models.request import MigInstance, MigSlot
@@ -76,10 +77,12 @@ class SharingChange(PlanModel):
 #: * `fairness` — the room went to teams further below their fair share;
 #: * `cost` — the peak reserve, its price, or deferral to off-peak kept it out;
 #: * `preemption` — it would fit if running work were preempted, but preemption is off;
+#: * `reservation` — it would run past a starved job's reservation (`Plan.reservations`), whose GPUs only work
+#:   ending before it may use;
 #: * `time_limit` — it fits in what the plan leaves, but the solver found no plan placing it in time;
 #: * `objective` — it fits in what the plan leaves, and the plan is proved better without it.
 PendingConstraint = Literal["filter", "mig", "sharing", "topology", "gang_size", "quota", "priority", "capacity",
-                            "fairness", "cost", "preemption", "time_limit", "objective"]
+                            "fairness", "cost", "preemption", "reservation", "time_limit", "objective"]
 
 
 class Pending(PlanModel):
@@ -89,6 +92,34 @@ class Pending(PlanModel):
     job: str
     reason: str
     constraint: PendingConstraint | None = None
+    #: the earliest time it could start from the running jobs' expected ends (a reservation's start, or where
+    #: the GPUs it needs free up on nodes it may use, ignoring other pending work); None when unknown
+    estimated_start: datetime | None = None
+
+
+class ReservedNode(PlanModel):
+    node: str
+    gpus: int = Field(ge=0, description="GPUs the reserved job takes on this node at the reservation's start")
+
+
+class Reservation(PlanModel):
+    """Nodes held for a starved job (`policy.max_wait_h`) that cannot start now: it starts there at
+    `earliest_start`, when running jobs are expected to end, and this plan places on those nodes only work
+    expected to end by then, or that leaves the reserved GPUs free (EASY backfill)."""
+
+    job: str
+    earliest_start: datetime
+    nodes: list[ReservedNode] = Field(default_factory=list)
+    reason: str = ""
+
+
+class Overdue(PlanModel):
+    """A running job past its max_runtime_h (its own, else its team's)."""
+
+    job: str
+    started_at: datetime
+    running_h: float
+    max_runtime_h: float
 
 
 class Objective(PlanModel):
@@ -199,3 +230,6 @@ class Plan(PlanModel):
     fairness_index: float | None = Field(None, description="Jain's index of the teams' share_of_entitlement "
                                          "(1 = every entitled team got the same fraction of its fair share)")
     right_sized: list[RightSized] = Field(default_factory=list, description="right-size offers the plan takes")
+    reservations: list[Reservation] = Field(default_factory=list, description="nodes held for starved jobs "
+                                            "(policy.max_wait_h)")
+    overdue: list[Overdue] = Field(default_factory=list, description="running jobs past their max_runtime_h")

@@ -142,6 +142,13 @@ class Policy(Strict):
     now: datetime | None = None
     #: a running job is never preempted before it has run this long (Slurm's PreemptExemptTime)
     min_runtime_s: float = Field(0.0, ge=0)
+    #: a pending job that has waited this long (since `submitted_at`) is starved: the oldest such jobs, up to
+    #: `max_reservations`, start now when they fit, else hold a reservation — the nodes where they fit first as
+    #: running jobs end (`expected_runtime_h`) — that this plan backfills only with work ending before it
+    #: (EASY backfill). Unset: no reservations
+    max_wait_h: float | None = Field(None, ge=0, le=1_000_000)
+    #: how many starved jobs hold a reservation at once (oldest first, highest priority class first)
+    max_reservations: int = Field(1, ge=0, le=64)
     #: may the plan preempt running jobs marked `preemptible`, and by which rules (Kueue's ClusterQueue
     #: `preemption`, Volcano's preempt and reclaim actions): `false` (default, like Kueue's `Never`), `true`
     #: (PreemptionRules' defaults: within_team lower_priority, reclaim_within_cohort any,

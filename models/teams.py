@@ -93,5 +93,7 @@ class Team(Strict):
     usage_at: datetime | None = None
     usage_half_life_h: float | None = Field(None, gt=0)
     quota: Quota | None = None
+    #: hours any of the team's jobs may run (a job's own max_runtime_h overrides it)
+    max_runtime_h: float | None = Field(None, gt=0, le=1_000_000)
 
     _tz = field_validator("usage_at")(as_utc)

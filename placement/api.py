@@ -21,7 +21,7 @@ from typing import Any
 
 from placement_models import PlacementRequest, Plan
 
-from placement import candidates, pricing, screen, search
+from placement import candidates, pricing, reservation, screen, search
 from placement import compile as compiler
 from placement.baseline import greedy
 from placement.decode import decode
@@ -43,6 +43,7 @@ def plan(request: PlacementRequest | dict[str, Any], *, log: Callable[[str], Non
     req = parse(request)
     start = time.perf_counter()
     problem = screen.build_problem(req)  # right-size offers beside declared tasks; jobs that can never fit out
+    problem = reservation.attach(problem)  # starved jobs (policy.max_wait_h) start now or hold nodes
     baseline = greedy(problem, pricing.held_back(req, problem.nodes, problem.free))  # reserve honoured
     first_plan_s = time.perf_counter() - start
 

@@ -17,6 +17,7 @@ from placement_models import ErrorList, Job, Node, PlacementRequest, PreemptionR
 from placement import catalog, devices, pricing, provision, topology
 from placement.devices import DeviceView
 from placement.teams import TeamIndex, build_index
+from placement.timeline import Schedule
 
 #: Resource dimensions in integer units: GPUs, milli-CPU, MiB of RAM.
 DIMS = ("gpus", "cpu", "memory")
@@ -152,6 +153,8 @@ class Problem:
     job_team: tuple[int, ...] = ()  # team index per pending job, -1 when no teams are declared
     #: MIG-partitioned and shared GPUs, per node (placement.devices)
     devices: DeviceView | None = None
+    #: starved jobs that must start now and reservations for those that cannot (placement.reservation)
+    schedule: Schedule = field(default_factory=Schedule)
 
     def eviction_rules(self, j: int, r: int) -> tuple[str, ...]:
         """The rules of policy.preemption under which placing pending job j may preempt running job r

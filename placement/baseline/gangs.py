@@ -28,15 +28,18 @@ def job_order(problem: Problem) -> list[int]:
     """Higher priority first, then bigger gangs (hardest to fit later), then older, then by name."""
 
     peak = problem.request.policy.peak
+    first = {name: i for i, name in enumerate(problem.schedule.must_start)}
 
-    def key(j: int) -> tuple[int, int, int, float, str]:
+    def key(j: int) -> tuple[int, int, int, int, float, str]:
         job = problem.jobs[j]
         submitted = job.submitted_at or _EPOCH
         if submitted.tzinfo is None:
             submitted = submitted.replace(tzinfo=timezone.utc)
         # Deferrable jobs wait behind their priority level during peak and go first off-peak (placement.pricing).
         deferral = (1 if peak else -1) if job.deferrable else 0
-        return (-job.priority, deferral, -problem.job_gpus(j), submitted.timestamp(), job.name)
+        # Starved jobs that fit start before anything else (policy.max_wait_h; placement.reservation).
+        starved = first.get(job.name, len(first))
+        return (starved, -job.priority, deferral, -problem.job_gpus(j), submitted.timestamp(), job.name)
 
     return sorted(range(len(problem.jobs)), key=key)
 
@@ -51,8 +54,16 @@ def greedy(problem: Problem, free: np.ndarray | None = None, order: list[int] | 
     plan = Placement()
     ledger = QuotaLedger(problem.teams) if problem.teams is not None and problem.teams.all_scopes else None
     ledger_devices = GreedyDevices(problem) if problem.needs_device_ledger() else None  # MIG and shared GPUs
+    now = problem.request.planning_time()
+    long_used: dict[tuple[int, int], int] = {}  # (hold, node) -> GPUs taken by work that outlasts the hold
     for j in job_order(problem) if order is None else order:
+        limits = problem.schedule.limits(problem.jobs[j], now)
         trial = free.copy()
+        for h, hold in enumerate(problem.schedule.holds):
+            if hold in limits:  # work that outlasts a reservation keeps off its GPUs
+                for n, room in hold.long_room.items():
+                    trial[n, 0] = min(trial[n, 0], max(0, room - long_used.get((h, n), 0)))
+        before = trial.copy()
         trial_devices = ledger_devices.trial() if ledger_devices is not None else None
         place = trial_devices.placer(place_task) if trial_devices is not None else place_task
         counts: dict[tuple[int, int], int] = {}
@@ -69,7 +80,12 @@ def greedy(problem: Problem, free: np.ndarray | None = None, order: list[int] | 
                 continue
             ledger.take(problem.job_team[j], add)
         if placed >= job.needed:
-            free = trial
+            use = before - trial  # what the gang took, devices included (the trial started clipped)
+            free = free - use
+            for h, hold in enumerate(problem.schedule.holds):
+                if hold in limits:
+                    for n in hold.long_room:
+                        long_used[h, n] = long_used.get((h, n), 0) + int(use[n, 0])
             for (t, n), k in counts.items():
                 plan.add(t, n, k)
             if ledger_devices is not None and trial_devices is not None:

@@ -20,6 +20,7 @@ from placement.compile import (
     preemption,
     priority,
     quota,
+    reservation,
     sharing,
     stability,
     topology,
@@ -29,7 +30,7 @@ from placement.compile.context import SCALE, ModelContext
 from placement.problem import Problem
 
 # cost comes after mig: its peak-reserve row counts the idle whole GPUs mig may partition
-MODULES: tuple[ModuleType, ...] = (gang, capacity, priority, fragmentation, quota, fairness, preemption,
+MODULES: tuple[ModuleType, ...] = (gang, capacity, reservation, priority, fragmentation, quota, fairness, preemption,
                                    topology, mig, sharing, cost, usage, stability)
 
 

@@ -15,7 +15,7 @@ from placement_models import Assignment, Objective, Pending, Plan, PlanStatus, P
 from placement import picks, pricing, provision
 from placement.compile import cost
 from placement.compile import topology as topology_terms
-from placement.decode import devices
+from placement.decode import devices, schedule
 from placement.decode.teams import team_reports
 from placement.decode.topology import gpu_choice
 from placement.decode.usage import fold
@@ -62,7 +62,7 @@ def decode(problem: Problem, placement: Placement, terms: dict[str, float], stat
     pending = [_pending(problem, j, placement, usage, pending_reason(problem, j, placement, usage, ledger,
                                                                     status == "optimal"))
                for j in range(len(problem.jobs)) if j not in placed]
-    pending = _with_screened(problem, pending)
+    pending = schedule.annotate(problem, _with_screened(problem, pending))
     bound = assignments(problem, placement)
     terms = {**terms, **topology_terms.bandwidth_terms(problem, bound)}  # computed from the GPUs chosen
     rounded = {name: round(value, 6) for name, value in terms.items()}
@@ -76,7 +76,9 @@ def decode(problem: Problem, placement: Placement, terms: dict[str, float], stat
                 provisioned=provision.opened(problem.request, problem.nodes, used),
                 cost=pricing.summary(problem.request, problem.nodes, pods, sorted(used & added)),
                 mig_changes=devices.mig_changes(problem, placement),
-                sharing_changes=devices.sharing_changes(problem, placement))
+                sharing_changes=devices.sharing_changes(problem, placement),
+                reservations=schedule.reservations(problem, {problem.jobs[j].name for j in placed}),
+                overdue=schedule.overdue(problem))
     return fold(problem, plan)  # right-sized pods in the request's own names
 
 

@@ -30,6 +30,7 @@ from placement.verify import (
     preemption,
     quota,
     reference,
+    reservation,
     selectors,
     sharing,
     topology,
@@ -89,6 +90,7 @@ _CHECKS: tuple[tuple[str, Callable[[Context], list[str]]], ...] = (
     ("mig", mig.check_mig),
     ("sharing", sharing.check_sharing),
     ("right_size", usage.check_right_size),
+    ("reservation", reservation.check_reservation),
 )
 
 

@@ -1,0 +1,150 @@
+"""Reservations for starved jobs: bounded waiting without idle clusters (EASY backfill, planned whole).
+
+A scheduler that starts every gang that fits starves big gangs: a stream of small jobs always
+fits first. Slurm's EASY backfill answers with a reservation for the head of the queue; here the
+head is every job that has waited `policy.max_wait_h` (highest class, then oldest, up to
+`policy.max_reservations`), and the rest of the plan stays the optimiser's choice:
+
+* a starved job that fits now **must start** (the greedy places it first; the model fixes it placed);
+* one that does not gets a **hold**: the earliest moment it fits as running jobs end (their
+  `started_at` + `expected_runtime_h`), on the nodes where it fits then. Until that moment the plan
+  may put on those nodes only work expected to end by then, plus whatever leaves the held GPUs free
+  (`Hold.long_room`). Jobs without a runtime are assumed to outlast every hold.
+
+Holds count GPUs only (CPU and memory of a node rarely bind a GPU gang), ignore other pending work
+(it is this plan's choice, and bound by the hold itself), and need known ends: where no running job
+is expected to end, a starved job gets no hold and the plan says why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+import numpy as np
+
+from placement import screen, timeline
+from placement.baseline import greedy
+from placement.problem import Problem
+from placement.timeline import Hold, Schedule
+
+
+def attach(problem: Problem) -> Problem:
+    """`problem` with its schedule: must-start jobs and holds (module docstring). Unchanged without
+    `policy.max_wait_h` or starved jobs."""
+    request = problem.request
+    if request.policy.max_wait_h is None or request.policy.max_reservations == 0:
+        return problem
+    before = screen.screened(problem)
+    whole = before[0] if before is not None else problem  # jobs that cannot fit now were screened out
+    # Strict classes hold: only starved jobs of the highest class that waits get anything.
+    top = max((job.priority for job in whole.jobs), default=0)
+    late = [j for j in timeline.starved(request, whole.jobs) if whole.jobs[j].priority >= top]
+    late = late[: request.policy.max_reservations]
+    if not late:
+        return problem
+    now = request.planning_time()
+    index = {job.name: j for j, job in enumerate(problem.jobs)}
+    free = problem.free.copy()
+    ends = _ends(whole, now)
+    must: list[str] = []
+    holds: list[Hold] = []
+    unheld: dict[str, str] = {}
+    for j in late:
+        name = whole.jobs[j].name
+        schedule = Schedule(tuple(must), tuple(holds))
+        if name in index and _fits_now(replace(problem, schedule=schedule), index[name], free):
+            must.append(name)
+            taken = _taken(replace(problem, schedule=schedule), index[name], free)
+            free -= taken
+            runtime = whole.jobs[j].expected_runtime_h
+            if runtime is not None:  # it releases its GPUs when it is expected to end
+                ends.append((now + timedelta(hours=runtime), taken))
+            continue
+        hold = _hold(whole, j, free, ends, holds)
+        if hold is None:
+            unheld[name] = ("no running job is expected to end where it would fit (running jobs need started_at "
+                            "and expected_runtime_h)")
+        else:
+            holds.append(hold)
+    return replace(problem, schedule=Schedule(tuple(must), tuple(holds), unheld))
+
+
+def _ends(problem: Problem, now: datetime) -> list[tuple[datetime, np.ndarray]]:
+    """(expected end, the (N, 3) resources it frees) of every running job whose end is known."""
+    out = []
+    for run in problem.running:
+        end = timeline.expected_end(run.spec, now)
+        if end is None:
+            continue
+        use = np.zeros_like(problem.free)
+        use[run.nodes] += run.use
+        out.append((end, use))
+    return sorted(out, key=lambda e: e[0])
+
+
+def _placed(problem: Problem, j: int, free: np.ndarray) -> dict[tuple[int, int], int]:
+    plan = greedy(problem, free, order=[j])
+    return {key: k for key, k in plan.counts.items() if k}
+
+
+def _fits_now(problem: Problem, j: int, free: np.ndarray) -> bool:
+    return bool(_placed(problem, j, free))
+
+
+def _taken(problem: Problem, j: int, free: np.ndarray) -> np.ndarray:
+    use = np.zeros_like(free)
+    for (t, n), k in _placed(problem, j, free).items():
+        use[n] += problem.tasks[t].demand * k
+    return use
+
+
+def _on_any_node(problem: Problem, j: int) -> Problem:
+    """`problem` where job j's tasks may use every node that passes their filters, however busy now."""
+    tasks = list(problem.tasks)
+    for t in problem.job_tasks[j]:
+        eligible = problem.tasks[t].eligible
+        if eligible is not None:
+            tasks[t] = replace(tasks[t], candidates=eligible, max_per_node=np.full(eligible.size, tasks[t].replicas))
+    return replace(problem, tasks=tuple(tasks), schedule=Schedule())
+
+
+def _hold(problem: Problem, j: int, free: np.ndarray, ends: list[tuple[datetime, np.ndarray]],
+          earlier: list[Hold]) -> Hold | None:
+    """The earliest moment job j fits as running jobs end, and where (best fit then); None if never."""
+    job = problem.jobs[j]
+    if job.topology is not None or problem.needs_device_ledger() and any(
+            problem.tasks[t].demand[0] == 0 and problem.tasks[t].spec.gpus == 0 for t in problem.job_tasks[j]):
+        return None  # holds cover whole-GPU gangs without topology needs
+    view = _on_any_node(problem, j)
+    held = np.zeros_like(free)
+    for h in earlier:
+        for n, g in h.gpus.items():
+            held[n, 0] += g
+    times = sorted({end for end, _ in ends})
+    released = np.zeros_like(free)
+    steps: list[tuple[datetime, np.ndarray]] = []
+    for moment in times:
+        for end, use in ends:
+            if end == moment:
+                released += use
+        steps.append((moment, released.copy()))
+    # Fitting only gets easier as more ends pass, so search the first moment it fits by bisection.
+    lo, hi = 0, len(steps)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _placed(view, j, np.maximum(free + steps[mid][1] - held, 0)):
+            hi = mid
+        else:
+            lo = mid + 1
+    if lo == len(steps):
+        return None
+    moment, rel = steps[lo]
+    counts = _placed(view, j, np.maximum(free + rel - held, 0))
+    gpus: dict[int, int] = {}
+    for (t, n), k in counts.items():
+        g = int(problem.tasks[t].demand[0]) * k
+        if g:
+            gpus[n] = gpus.get(n, 0) + g
+    room = {n: max(0, int(free[n, 0] + rel[n, 0] - held[n, 0]) - g) for n, g in gpus.items()}
+    return Hold(job.name, moment, gpus, room)

@@ -1,0 +1,117 @@
+"""Time in a plan: how long jobs have waited, when running jobs are expected to end, which run too long.
+
+A plan is a snapshot, but a scheduler that calls it every cycle cares about time: a job that has
+waited past `policy.max_wait_h` is starved and gets a reservation (placement.reservation), and
+a reservation is only as good as the running jobs' expected ends, read here from `started_at`
+and `expected_runtime_h`. A running job past its expected end is taken to end now (it is due);
+one with no expectation never ends as far as the plan knows.
+
+Nothing here knows the Problem: node and job indices are plain integers, so the baseline, the
+model, decode and the verifier all read the same `Hold`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from placement_models import PlacementRequest
+from placement_models.cluster import RunningJob
+from placement_models.jobs import Job
+
+
+def hours(delta: timedelta) -> float:
+    return delta.total_seconds() / 3600.0
+
+
+def waited_h(job: Job, now: datetime) -> float:
+    """Hours since `submitted_at` (0 when unknown or in the future)."""
+    return 0.0 if job.submitted_at is None else max(0.0, hours(now - job.submitted_at))
+
+
+def expected_end(run: RunningJob, now: datetime) -> datetime | None:
+    """When a running job's GPUs are expected to free up: start + expected runtime, and no earlier than now."""
+    if run.started_at is None or run.expected_runtime_h is None:
+        return None
+    return max(now, run.started_at + timedelta(hours=run.expected_runtime_h))
+
+
+def ends_by(job: Job, now: datetime, moment: datetime) -> bool:
+    """Would `job`, started now, be expected to end by `moment`? (No runtime: never.)"""
+    return job.expected_runtime_h is not None and now + timedelta(hours=job.expected_runtime_h) <= moment
+
+
+def max_runtime(run: RunningJob, team_limits: dict[str, float]) -> float | None:
+    """A running job's limit: its own `max_runtime_h`, else its team's."""
+    if run.max_runtime_h is not None:
+        return run.max_runtime_h
+    return team_limits.get(run.team) if run.team is not None else None
+
+
+@dataclass(frozen=True)
+class Late:
+    """A running job past its max runtime."""
+
+    job: str
+    started_at: datetime
+    running_h: float
+    max_runtime_h: float
+
+
+def overdue(request: PlacementRequest) -> list[Late]:
+    """Running jobs that have run longer than their max runtime at the planning time, most overdue first."""
+    now = request.planning_time()
+    limits = {t.name: t.max_runtime_h for t in request.teams if t.max_runtime_h is not None}
+    out = []
+    for run in request.cluster.running:
+        limit = max_runtime(run, limits)
+        if limit is None or run.started_at is None:
+            continue
+        ran = hours(now - run.started_at)
+        if ran > limit:
+            out.append(Late(run.job, run.started_at, round(ran, 4), limit))
+    return sorted(out, key=lambda late: (late.max_runtime_h - late.running_h, late.job))
+
+
+def starved(request: PlacementRequest, jobs: tuple[Job, ...]) -> list[int]:
+    """Indices of `jobs` waiting at least `policy.max_wait_h`: highest priority class first, then oldest
+    (by submission time, then name: an exact arrival order, no ties)."""
+    limit = request.policy.max_wait_h
+    if limit is None:
+        return []
+    now = request.planning_time()
+    late = [j for j, job in enumerate(jobs) if job.submitted_at is not None and waited_h(job, now) >= limit]
+    return sorted(late, key=lambda j: (-jobs[j].priority, jobs[j].submitted_at, jobs[j].name))
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Capacity held for the starved job named `job` from `start`.
+
+    `gpus[n]`: GPUs the job takes on node n at `start`. `long_room[n]`: GPUs that work still running at
+    `start` may take on node n now — what is free now, plus what running jobs release there by `start`,
+    minus `gpus[n]`. Work expected to end by `start` is not limited (EASY backfill's rule)."""
+
+    job: str
+    start: datetime
+    gpus: dict[int, int] = field(default_factory=dict)
+    long_room: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """What time asks of one plan, by job name: starved jobs that must start now (they fit), and holds for
+    those that do not; `unheld` are starved jobs that could not get a hold, with the reason (no running
+    job is known to end where they would fit)."""
+
+    must_start: tuple[str, ...] = ()
+    holds: tuple[Hold, ...] = ()
+    unheld: dict[str, str] = field(default_factory=dict)
+
+    def held(self, name: str) -> Hold | None:
+        return next((h for h in self.holds if h.job == name), None)
+
+    def limits(self, job: Job, now: datetime) -> list[Hold]:
+        """The holds that limit where `job` may go: those it would outlast (never its own: a held job that
+        fits after all simply starts)."""
+        return [h for h in self.holds if h.job != job.name and not ends_by(job, now, h.start)]

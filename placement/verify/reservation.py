@@ -1,0 +1,69 @@
+"""Reservations: work that outlasts a reservation keeps off its GPUs, and the reservation is sound.
+
+Recomputed from the request alone. For each of the plan's reservations (`Plan.reservations`) and
+each reserved node: the GPUs free there now, plus those running jobs are expected to release by the
+reservation's `earliest_start` (`started_at` + `expected_runtime_h`, no earlier than the planning
+time), must cover the reserved GPUs plus the GPUs the plan's new pods take there whose jobs are
+expected to run past that start (or give no runtime). The reserved job itself stays pending.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from placement_models import Job, RunningJob
+
+from placement.verify.context import Context
+
+
+def _now(ctx: Context) -> datetime:
+    return ctx.request.planning_time()
+
+
+def _end(run: RunningJob, now: datetime) -> datetime | None:
+    if run.started_at is None or run.expected_runtime_h is None:
+        return None
+    return max(now, run.started_at + timedelta(hours=run.expected_runtime_h))
+
+
+def _outlasts(job: Job, now: datetime, start: datetime) -> bool:
+    return job.expected_runtime_h is None or now + timedelta(hours=job.expected_runtime_h) > start
+
+
+def _free_gpus(ctx: Context, node: str) -> int:
+    spec = ctx.nodes[node]
+    broken = set(spec.unhealthy_gpus)
+    taken = {g for (n, g), _ in ctx.held.items() if n == node}
+    return sum(1 for g in range(spec.gpus) if g not in broken and g not in taken)
+
+
+def check_reservation(ctx: Context) -> list[str]:
+    out: list[str] = []
+    now = _now(ctx)
+    assigned = {a.job for a in ctx.plan.assignments}
+    for res in ctx.plan.reservations:
+        if res.job not in ctx.pending_jobs:
+            out.append(f"reservation: job {res.job} is not a pending job of the request")
+            continue
+        if res.job in assigned:
+            out.append(f"reservation: job {res.job} is placed by this plan and reserved too")
+        for held in res.nodes:
+            if held.node not in ctx.nodes:
+                out.append(f"reservation: job {res.job} reserves unknown node {held.node}")
+                continue
+            released = 0
+            for run in ctx.request.cluster.running:
+                end = _end(run, now)
+                if run.job in ctx.evicted or end is None or end > res.earliest_start:
+                    continue
+                released += sum(len([g for g in pod.gpus if g not in ctx.nodes[held.node].unhealthy_gpus])
+                                for pod in run.pods if pod.node == held.node and pod.gpu_share is None)
+            outlasting = sum(len(r.a.gpus) for r in ctx.resolved
+                             if r.a.node == held.node and r.a.mig is None and r.a.gpu_share is None
+                             and _outlasts(r.job, now, res.earliest_start))
+            room = _free_gpus(ctx, held.node) + released
+            if held.gpus + outlasting > room:
+                out.append(f"reservation: node {held.node} holds {held.gpus} GPUs for job {res.job} from "
+                           f"{res.earliest_start.isoformat()} but the plan puts {outlasting} GPUs of work running "
+                           f"past then there, and only {room} are free by then")
+    return out

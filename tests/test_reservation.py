@@ -1,0 +1,107 @@
+"""Starved jobs (policy.max_wait_h): they start when they fit, else hold nodes that only short work may use."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from placement import plan
+from placement.verify import verify
+
+NOW = "2026-01-02T00:00:00Z"
+
+
+def _node(i: int) -> dict[str, Any]:
+    return {"name": f"n{i}", "gpus": 8, "cpu": 64, "memory_gib": 512, "gpu_model": "H100-SXM5-80GB"}
+
+
+def _running(name: str, node: str, gpus: int, runtime_h: float | None, **extra: Any) -> dict[str, Any]:
+    return {"job": name, "started_at": "2026-01-01T23:00:00Z", "expected_runtime_h": runtime_h,
+            "pods": [{"task": "w", "node": node, "gpus": list(range(gpus))}], **extra}
+
+
+def _job(name: str, submitted: str, gpus: int, replicas: int = 1, runtime_h: float | None = None,
+         **extra: Any) -> dict[str, Any]:
+    return {"name": name, "submitted_at": submitted, "expected_runtime_h": runtime_h,
+            "tasks": [{"name": "w", "replicas": replicas, "gpus": gpus}], **extra}
+
+
+def _request(max_wait_h: float | None = 24.0, b_runtime: float | None = 11.0) -> dict[str, Any]:
+    """Two 8-GPU nodes: A fills n0 until 01:00, B half of n1 until 10:00. G (2 × 8 GPUs) has waited 24 h;
+    L (4 GPUs, 12 h) would run past 10:00, S (4 GPUs, 0.5 h) would not."""
+    return {
+        "cluster": {"nodes": [_node(0), _node(1)],
+                    "running": [_running("A", "n0", 8, 2.0), _running("B", "n1", 4, b_runtime)]},
+        "jobs": [_job("G", "2026-01-01T00:00:00Z", 8, replicas=2),
+                 _job("L", "2026-01-01T23:30:00Z", 4, runtime_h=12.0),
+                 _job("S", "2026-01-01T23:50:00Z", 4, runtime_h=0.5)],
+        "policy": {"now": NOW, "max_wait_h": max_wait_h, "time_limit_s": 2, "deterministic": True},
+    }
+
+
+def test_a_starved_gang_holds_nodes_that_only_work_ending_before_it_may_use() -> None:
+    out = plan(_request())
+    assert [(a.job, a.node) for a in out.assignments] == [("S", "n1")]
+    [res] = out.reservations
+    assert res.job == "G" and res.earliest_start.isoformat() == "2026-01-02T10:00:00+00:00"
+    assert [(n.node, n.gpus) for n in res.nodes] == [("n0", 8), ("n1", 8)]
+    pending = {p.job: p for p in out.pending}
+    assert pending["G"].estimated_start == res.earliest_start
+    assert pending["L"].constraint == "reservation" and "reservation of G" in pending["L"].reason
+
+
+def test_without_max_wait_nothing_is_held_and_the_long_job_may_take_the_room() -> None:
+    out = plan(_request(max_wait_h=None))
+    assert out.reservations == []
+    assert len(out.assignments) == 1  # L or S: the objective's choice, no longer bound
+    assert all(p.constraint != "reservation" for p in out.pending)
+
+
+def test_a_starved_job_that_fits_starts_before_more_valuable_work() -> None:
+    request = {
+        "cluster": {"nodes": [_node(0), _node(1)]},
+        "jobs": [_job("G", "2026-01-01T00:00:00Z", 8, replicas=2, priority=0),
+                 *[_job(f"s{i}", "2026-01-01T23:00:00Z", 4, priority=5) for i in range(4)]],
+        "policy": {"now": NOW, "max_wait_h": 12, "time_limit_s": 2, "deterministic": True},
+    }
+    # A higher class is waiting: strict priority classes win over starvation of a lower class.
+    assert {a.job for a in plan(request).assignments} == {f"s{i}" for i in range(4)}
+    for job in request["jobs"]:
+        job["priority"] = 0
+    request["jobs"][0]["tasks"][0].update(replicas=1, gpus=6)  # G + two small jobs: 14 GPUs; four small: 16
+    request["policy"]["max_wait_h"] = None
+    assert "G" not in {a.job for a in plan(request).assignments}
+    request["policy"]["max_wait_h"] = 12
+    out = plan(request)
+    assert "G" in {a.job for a in out.assignments} and out.reservations == []
+
+
+def test_no_hold_where_no_running_job_is_known_to_end() -> None:
+    out = plan(_request(b_runtime=None))
+    assert out.reservations == []
+    g = next(p for p in out.pending if p.job == "G")
+    assert "holds nothing" in g.reason and g.estimated_start is None
+
+
+def test_the_verifier_rejects_work_that_outlasts_a_reservation_on_its_nodes() -> None:
+    request = _request()
+    out = plan(request)
+    moved = out.model_copy(update={"assignments": [a.model_copy(update={"job": "L"}) for a in out.assignments],
+                                   "pending": [p for p in out.pending if p.job != "L"] +
+                                              [p.model_copy(update={"job": "S"}) for p in out.pending
+                                               if p.job == "L"]})
+    from placement_models import PlacementRequest
+
+    violations = verify(PlacementRequest.model_validate(request), moved)
+    assert any(v.startswith("reservation: node n1") for v in violations), violations
+
+
+def test_running_jobs_past_their_max_runtime_are_listed_overdue() -> None:
+    request = _request(max_wait_h=None)
+    request["cluster"]["running"][0]["max_runtime_h"] = 0.5  # A started at 23:00: 1 h ago
+    request["cluster"]["running"][1]["team"] = "t"
+    request["teams"] = [{"name": "t", "max_runtime_h": 0.75}]
+    request["cluster"]["running"][0]["team"] = "t"
+    for job in request["jobs"]:
+        job["team"] = "t"
+    out = plan(request)
+    assert [(o.job, o.running_h, o.max_runtime_h) for o in out.overdue] == [("A", 1.0, 0.5), ("B", 1.0, 0.75)]
