@@ -382,13 +382,19 @@ def preemption_reason(problem: Problem, r: int, placement: Placement, ledger: Qu
     return Justification("", None, "preempted to make room (no job placed in its stead is allowed to preempt it)")
 
 
+#: The rules `policy.preemption: true` stands for: what the hints assume when preemption is off.
+_DEFAULT_RULES = PreemptionRules()
+
+
 def _hint_rules(problem: Problem, j: int, r: int) -> tuple[str, ...]:
     """The rules under which job j may preempt r; with preemption off, those `policy.preemption: true` would give
     (reclaim only if the job's team may end within its nominal)."""
     if problem.request.policy.preemption_rules is not None:
         return _rules(problem, j, problem.eviction_rules(j, r))
     job, victim = problem.jobs[j], problem.running[r]
-    return _rules(problem, j, allowed_rules(PreemptionRules(), job.priority, job.submitted_at,
+    if not victim.ripe:  # not preemptible, or too young: no rule allows it
+        return ()
+    return _rules(problem, j, allowed_rules(_DEFAULT_RULES, job.priority, job.submitted_at,
                                             problem.job_team[j] if problem.job_team else -1,
                                             replace(victim, evictable=victim.ripe)))
 
@@ -410,12 +416,14 @@ def preemption_hint(problem: Problem, j: int, placement: Placement, usage: np.nd
     tasks = problem.job_tasks[j]
     if any(problem.tasks[t].eligible is None or problem.tasks[t].eligible.size == 0 for t in tasks):
         return ""
-    view = _eligible_view(problem, tasks)
     nodes = np.zeros(problem.n_nodes, dtype=bool)
     for t in tasks:
         nodes[problem.tasks[t].eligible] = True
-    found = [r.index for r in problem.running if r.index not in placement.evicted and nodes[r.nodes].any()
-             and _hint_rules(problem, j, r.index)]
+    found = [r.index for r in problem.running if r.ripe and r.index not in placement.evicted
+             and nodes[r.nodes].any() and _hint_rules(problem, j, r.index)]
+    if not found:
+        return ""
+    view = _eligible_view(problem, tasks)
     found.sort(key=lambda r: problem.running[r].order())
     room = problem.free - usage
     chosen: list[int] = []
