@@ -141,13 +141,15 @@ targets:
                    first plan s, gap, objective vs best known vs greedy (e.g. instances/library)
   generated        seeded generated clusters (--sizes 64,256 --seeds 1-3)
   openb            the FGD paper's protocol on the Alibaba openb traces (--data DIR or PLACEMENT_DATA)
+  cycles           the scheduler loop over a real trace (ITP): arrivals, departures, a plan every cycle;
+                   wait, completion and utilisation against FIFO, Volcano-, Kueue-, Slurm- and Tiresias-like peers
   topology         NVL72 + HGX racks: solver vs topology-aware greedy
   mig              openb fractions as MIG profiles: GPUs used vs first-fit templates
   teams            Helios quota shapes (data folder needed)
   cost             spot fleet pricing (data folder needed)"""
 
 
-NAMED_BENCHES = ("openb", "topology", "teams", "mig", "cost")
+NAMED_BENCHES = ("openb", "cycles", "topology", "teams", "mig", "cost")
 
 
 def cmd_bench(args: argparse.Namespace, rest: list[str]) -> int:

@@ -1,0 +1,88 @@
+"""Our scheduler in the loop: every cycle, the cluster and the queue become one request to `placement.plan`.
+
+What a scheduler integration would send: nodes, running jobs with their start times and runtime
+estimates (`expected_runtime_h`, so reservations know when GPUs free up), the queue with submission
+times and estimates, and `policy.max_wait_h` so starved gangs get reservations. The plan comes back
+verified (`placement.plan` checks every plan), and its assignments are the cycle's starts.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import numpy as np
+
+from placement.api import plan
+from placement.bench.cycles.state import Decision, Running, TraceJob, pods_of
+
+#: Simulated time 0.
+EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
+#: A GPU model from the catalog; the trace names none, and whole-GPU gangs do not care which.
+GPU_MODEL = "H100-SXM5-80GB"
+
+
+def _at(seconds: float) -> str:
+    return (EPOCH + timedelta(seconds=seconds)).isoformat()
+
+
+def _hours(seconds: float | None) -> float | None:
+    return None if seconds is None else max(seconds, 1.0) / 3600.0
+
+
+class Ours:
+    """placement.plan every cycle, with reservations for jobs waiting longer than `max_wait_h`."""
+
+    name = "placement"
+
+    def __init__(self, time_limit_s: float = 1.0, seed: int = 0, max_wait_h: float | None = 12.0,
+                 workers: int = 2, weights: dict[str, float] | None = None) -> None:
+        self.weights = dict(weights or {})
+        self.time_limit_s = time_limit_s
+        self.seed = seed
+        self.max_wait_h = max_wait_h
+        self.workers = workers
+        self.last_plan: Any = None
+
+    def request(self, now_s: float, queue: list[TraceJob], running: list[Running], free: np.ndarray,
+                gpus_per_node: int) -> dict[str, Any]:
+        nodes = [{"name": f"n{i}", "gpus": gpus_per_node, "cpu": 8.0 * gpus_per_node,
+                  "memory_gib": 128.0 * gpus_per_node, "gpu_model": GPU_MODEL} for i in range(len(free))]
+        next_gpu = [0] * len(free)
+        runs = []
+        for r in running:
+            pods = []
+            for n, gpus in sorted(r.nodes.items()):  # one pod per node is all a running job's GPUs need to say
+                pods.append({"task": "w", "node": f"n{n}", "gpus": list(range(next_gpu[n], next_gpu[n] + gpus))})
+                next_gpu[n] += gpus
+            estimate = None if r.job.estimate_s is None else r.job.estimate_s - r.job.done_s
+            runs.append({"job": r.job.name, "priority": r.job.priority, "started_at": _at(r.start_s),
+                         "expected_runtime_h": _hours(estimate), "pods": pods})
+        for n, taken in enumerate(next_gpu):  # down nodes (spot reclaims) show no free GPUs: mark them unhealthy
+            down = gpus_per_node - taken - int(free[n])
+            if down > 0:
+                nodes[n]["unhealthy_gpus"] = list(range(gpus_per_node - down, gpus_per_node))
+        jobs = []
+        for job in queue:
+            pods = pods_of(job.gpus, gpus_per_node)
+            estimate = None if job.estimate_s is None else job.estimate_s - job.done_s
+            jobs.append({"name": job.name, "priority": job.priority, "submitted_at": _at(job.submit_s),
+                         "expected_runtime_h": _hours(estimate),
+                         "tasks": [{"name": "w", "replicas": len(pods), "gpus": pods[0]}]})
+        return {"cluster": {"nodes": nodes, "running": runs}, "jobs": jobs,
+                "policy": {"now": _at(now_s), "time_limit_s": self.time_limit_s, "seed": self.seed,
+                           "workers": self.workers, "max_wait_h": self.max_wait_h, "weights": self.weights}}
+
+    def cycle(self, now_s: float, queue: list[TraceJob], running: list[Running], free: np.ndarray,
+              gpus_per_node: int) -> Decision:
+        if not queue:
+            return Decision()
+        out = plan(self.request(now_s, queue, running, free, gpus_per_node))
+        self.last_plan = out
+        by_name = {job.name: job for job in queue}
+        starts: dict[str, dict[int, int]] = {}
+        for a in out.assignments:
+            nodes = starts.setdefault(a.job, {})
+            n = int(a.node[1:])
+            nodes[n] = nodes.get(n, 0) + len(a.gpus)
+        return Decision(starts=[(by_name[name], nodes) for name, nodes in starts.items()])
