@@ -55,6 +55,9 @@ class Weights(Strict):
     right_size: float = Field(0.25, ge=0)
     #: per GPU of a pending pod that stays on the node the previous plan gave it (compile/stability.py)
     stability: float = Field(0.2, ge=0)
+    #: per placed job × 1 / (1 + expected_runtime_h): at equal GPUs, more and shorter jobs start, so the mean
+    #: wait over many cycles falls (compile/waiting.py)
+    turnaround: float = Field(0.0, ge=0, le=1000)
 
 
 class PreviousAssignment(BaseModel):

@@ -25,13 +25,14 @@ from placement.compile import (
     stability,
     topology,
     usage,
+    waiting,
 )
 from placement.compile.context import SCALE, ModelContext
 from placement.problem import Problem
 
 # cost comes after mig: its peak-reserve row counts the idle whole GPUs mig may partition
 MODULES: tuple[ModuleType, ...] = (gang, capacity, reservation, priority, fragmentation, quota, fairness, preemption,
-                                   topology, mig, sharing, cost, usage, stability)
+                                   topology, mig, sharing, cost, usage, stability, waiting)
 
 
 def build(problem: Problem, candidates: list[np.ndarray] | None = None) -> ModelContext:

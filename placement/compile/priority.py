@@ -65,7 +65,8 @@ def strict_weights(problem: Problem) -> dict[int, float]:
         asked.setdefault(job.priority, 0.0)
         smallest.setdefault(job.priority, 1.0)
     knobs = problem.request.policy.weights
-    margin = sum(asked.values()) * (1.0 + knobs.fairness + 30.0 * knobs.aging + knobs.topology)
+    margin = sum(asked.values()) * (1.0 + knobs.fairness + 30.0 * knobs.aging + knobs.topology) + len(
+        problem.jobs) * knobs.turnaround
     weights: dict[int, float] = {}
     below, capped = 0.0, False
     for level in sorted(asked):
