@@ -146,10 +146,12 @@ targets:
   topology         NVL72 + HGX racks: solver vs topology-aware greedy
   mig              openb fractions as MIG profiles: GPUs used vs first-fit templates
   teams            Helios quota shapes (data folder needed)
-  cost             spot fleet pricing (data folder needed)"""
+  cost             spot fleet pricing (data folder needed)
+  scale            one plan() call per size in a fresh process: whole-call time, peak memory, their slope
+                   against nodes × jobs (--sizes 1024,4096 --time-limit 10)"""
 
 
-NAMED_BENCHES = ("openb", "cycles", "topology", "teams", "mig", "cost")
+NAMED_BENCHES = ("openb", "cycles", "topology", "teams", "mig", "cost", "scale")
 
 
 def cmd_bench(args: argparse.Namespace, rest: list[str]) -> int:

@@ -11,17 +11,31 @@ import json
 import math
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from placement.bench.cycles.registry import POLICIES, PolicyOptions, make_policy
 from placement.bench.cycles.report import format_table, metrics, plot
 from placement.bench.cycles.sim import InvalidDecision, SimConfig, SimResult, simulate
+from placement.bench.cycles.state import TraceJob
 from placement.bench.cycles.traces import ESTIMATE_MODES, DataNotFound, load, parse_trace, with_estimates
 
 DESCRIPTION = ("The scheduler loop over a real trace: arrivals, departures, a decision every cycle; "
                "wait, completion and utilisation per policy.")
+
+
+def offered_load(jobs: list[TraceJob], gpus: int) -> float:
+    """GPU-hours the trace asks for, over what `gpus` GPUs give between its first and last arrival."""
+    span = max(j.submit_s for j in jobs) - min(j.submit_s for j in jobs)
+    return sum(j.gpus * j.duration_s for j in jobs) / max(1.0, span * gpus)
+
+
+def nodes_for_load(jobs: list[TraceJob], load: float, gpus_per_node: int) -> int:
+    """The fewest nodes whose offered load is at most `load`, and enough for the largest gang."""
+    widest = max(j.gpus for j in jobs)
+    nodes = math.ceil(offered_load(jobs, gpus_per_node) / load - 1e-9)
+    return max(1, nodes, math.ceil(widest / gpus_per_node))
 
 
 def _names(text: str) -> list[str]:
@@ -37,6 +51,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="itp:clusterNN[:FIRST-LAST] (rows in submission order, inclusive) or openb:VARIANT "
                     "(default: itp:cluster04:6000-7999)")
     ap.add_argument("--nodes", type=int, default=42, help="identical nodes (default: 42)")
+    ap.add_argument("--load", type=float, default=None,
+                    help="size the cluster instead of --nodes: the fewest nodes at which the trace's GPU-hours over "
+                    "its arrival span make at most this offered load (e.g. 1.5), and never fewer than its "
+                    "largest gang needs")
     ap.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node (default: 8)")
     ap.add_argument("--cycle-s", type=float, default=60.0, help="seconds between scheduling cycles (default: 60)")
     ap.add_argument("--estimates", default="exact",
@@ -95,6 +113,10 @@ def main(argv: list[str] | None = None) -> int:
                         checkpoint_h=args.checkpoint_h, spot_nodes=args.spot_nodes,
                         reclaim_per_h=args.reclaim_per_h, reclaim_down_h=args.reclaim_down_h, seed=args.seed)
         jobs = load(spec, args.data, limit=args.limit_jobs)
+        if args.load is not None:
+            if args.load <= 0:
+                raise ValueError(f"--load must be positive, got {args.load:g}")
+            cfg = replace(cfg, nodes=nodes_for_load(jobs, args.load, args.gpus_per_node))
         options = PolicyOptions(time_limit_s=args.time_limit, seed=args.seed)
         made = {p: make_policy(p, options) for p in policies}  # fail fast on a policy that is not there
     except DataNotFound as exc:
@@ -135,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)
 
     print(f"cycles: {spec.label}, {len(jobs)} jobs, {cfg.nodes} nodes × {cfg.gpus_per_node} GPUs, "
-          f"cycle {cfg.cycle_s:g} s, checkpoint every {cfg.checkpoint_h:g} h"
+          f"offered load {offered_load(jobs, cfg.total_gpus):.2f}, cycle {cfg.cycle_s:g} s, "
+          f"checkpoint every {cfg.checkpoint_h:g} h"
           + (f", {cfg.spot_nodes} spot nodes ({cfg.reclaim_per_h:g} reclaims/h, down {cfg.reclaim_down_h:g} h)"
              if cfg.spot_nodes else ""))
     print(format_table(rows))
