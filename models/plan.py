@@ -108,7 +108,8 @@ class Reservation(PlanModel):
     expected to end by then, or that leaves the reserved GPUs free (EASY backfill)."""
 
     job: str
-    earliest_start: datetime
+    #: None: no running job on its nodes has a known end; the nodes drain (nothing new may take its GPUs there)
+    earliest_start: datetime | None
     nodes: list[ReservedNode] = Field(default_factory=list)
     reason: str = ""
 

@@ -150,8 +150,14 @@ class Policy(Strict):
     #: running jobs end (`expected_runtime_h`) — that this plan backfills only with work ending before it
     #: (EASY backfill). Unset: no reservations
     max_wait_h: float | None = Field(None, ge=0, le=1_000_000)
-    #: how many starved jobs hold a reservation at once (oldest first, highest priority class first)
+    #: a pending job that cannot fit now and has waited this long holds a reservation as a starved job does, so
+    #: that gangs blocked by a stream of smaller work get nodes before `max_wait_h` (unset: max_wait_h)
+    reserve_after_h: float | None = Field(None, ge=0, le=1_000_000)
+    #: how many blocked jobs hold a reservation at once (oldest first, highest priority class first)
     max_reservations: int = Field(1, ge=0, le=64)
+    #: pending jobs (highest class, then oldest first) whose `estimated_start` the plan computes from the running
+    #: and newly placed jobs' expected ends (a few milliseconds each; reserved jobs always have theirs)
+    estimate_starts: int = Field(16, ge=0, le=10_000)
     #: may the plan preempt running jobs marked `preemptible`, and by which rules (Kueue's ClusterQueue
     #: `preemption`, Volcano's preempt and reclaim actions): `false` (default, like Kueue's `Never`), `true`
     #: (PreemptionRules' defaults: within_team lower_priority, reclaim_within_cohort any,

@@ -2,14 +2,14 @@
 
 A scheduler that starts every gang that fits starves big gangs: a stream of small jobs always
 fits first. Slurm's EASY backfill answers with a reservation for the head of the queue; here the
-head is every job that has waited `policy.max_wait_h` (highest class, then oldest, up to
-`policy.max_reservations`), and the rest of the plan stays the optimiser's choice:
+head is every job that has waited `policy.max_wait_h` (highest class, then oldest), and the rest
+of the plan stays the optimiser's choice:
 
 * a starved job that fits now **must start** (the greedy places it first; the model fixes it placed);
-* one that does not gets a **hold**: the earliest moment it fits as running jobs end (their
-  `started_at` + `expected_runtime_h`), on the nodes where it fits then. Until that moment the plan
-  may put on those nodes only work expected to end by then, plus whatever leaves the held GPUs free
-  (`Hold.long_room`). Jobs without a runtime are assumed to outlast every hold.
+* of those that do not, the oldest `policy.max_reservations` get a **hold**: the earliest moment each
+  fits as running jobs end (their `started_at` + `expected_runtime_h`), on the nodes where it fits then.
+  Until that moment the plan may put on those nodes only work expected to end by then, plus whatever
+  leaves the held GPUs free (`Hold.long_room`). Jobs without a runtime are assumed to outlast every hold.
 
 Holds count GPUs only (CPU and memory of a node rarely bind a GPU gang), ignore other pending work
 (it is this plan's choice, and bound by the hold itself), and need known ends: where no running job
@@ -28,38 +28,46 @@ from placement.baseline import greedy
 from placement.problem import Problem
 from placement.timeline import Hold, Schedule
 
+#: Starved jobs looked at per plan, oldest first: each costs a greedy fit (a few milliseconds at most).
+STARVED_CHECKED = 64
+
 
 def attach(problem: Problem) -> Problem:
     """`problem` with its schedule: must-start jobs and holds (module docstring). Unchanged without
     `policy.max_wait_h` or starved jobs."""
     request = problem.request
-    if request.policy.max_wait_h is None or request.policy.max_reservations == 0:
+    if request.policy.max_wait_h is None and (request.policy.reserve_after_h is None
+                                              or request.policy.max_reservations == 0):
         return problem
     before = screen.screened(problem)
     whole = before[0] if before is not None else problem  # jobs that cannot fit now were screened out
     # Strict classes hold: only starved jobs of the highest class that waits get anything.
     top = max((job.priority for job in whole.jobs), default=0)
-    late = [j for j in timeline.starved(request, whole.jobs) if whole.jobs[j].priority >= top]
-    late = late[: request.policy.max_reservations]
+    late = [j for j in timeline.starved(request, whole.jobs) if whole.jobs[j].priority >= top][:STARVED_CHECKED]
     if not late:
         return problem
     now = request.planning_time()
     index = {job.name: j for j, job in enumerate(problem.jobs)}
     free = problem.free.copy()
-    ends = _ends(whole, now)
+    ends = running_ends(whole, now)
     must: list[str] = []
     holds: list[Hold] = []
     unheld: dict[str, str] = {}
     for j in late:
         name = whole.jobs[j].name
-        schedule = Schedule(tuple(must), tuple(holds))
-        if name in index and _fits_now(replace(problem, schedule=schedule), index[name], free):
+        scheduled = replace(problem, schedule=Schedule(tuple(must), tuple(holds)))
+        fits = name in index and _fits_now(scheduled, index[name], free)
+        if fits and not timeline.must_start(request, whole.jobs[j]):
+            continue  # not starved yet: the objective decides when it starts
+        if fits:
             must.append(name)
-            taken = _taken(replace(problem, schedule=schedule), index[name], free)
+            taken = _taken(scheduled, index[name], free)
             free -= taken
             runtime = whole.jobs[j].expected_runtime_h
             if runtime is not None:  # it releases its GPUs when it is expected to end
                 ends.append((now + timedelta(hours=runtime), taken))
+            continue
+        if len(holds) >= request.policy.max_reservations:
             continue
         hold = _hold(whole, j, free, ends, holds)
         if hold is None:
@@ -70,7 +78,7 @@ def attach(problem: Problem) -> Problem:
     return replace(problem, schedule=Schedule(tuple(must), tuple(holds), unheld))
 
 
-def _ends(problem: Problem, now: datetime) -> list[tuple[datetime, np.ndarray]]:
+def running_ends(problem: Problem, now: datetime) -> list[tuple[datetime, np.ndarray]]:
     """(expected end, the (N, 3) resources it frees) of every running job whose end is known."""
     out = []
     for run in problem.running:
@@ -109,26 +117,25 @@ def _on_any_node(problem: Problem, j: int) -> Problem:
     return replace(problem, tasks=tuple(tasks), schedule=Schedule())
 
 
-def _hold(problem: Problem, j: int, free: np.ndarray, ends: list[tuple[datetime, np.ndarray]],
-          earlier: list[Hold]) -> Hold | None:
-    """The earliest moment job j fits as running jobs end, and where (best fit then); None if never."""
+def earliest_fit(problem: Problem, j: int, free: np.ndarray, ends: list[tuple[datetime, np.ndarray]],
+                 held: np.ndarray | None = None) -> tuple[datetime, dict[tuple[int, int], int]] | None:
+    """The first expected end after which job j fits on `free` plus what running work has released by then
+    (minus `held`), with where it fits then (the greedy's best fit); None if the known ends never make room.
+    Whole-GPU gangs without topology needs only."""
     job = problem.jobs[j]
-    if job.topology is not None or problem.needs_device_ledger() and any(
-            problem.tasks[t].demand[0] == 0 and problem.tasks[t].spec.gpus == 0 for t in problem.job_tasks[j]):
-        return None  # holds cover whole-GPU gangs without topology needs
+    if job.topology is not None or any(problem.tasks[t].demand[0] == 0 and problem.tasks[t].spec.gpus == 0
+                                       for t in problem.job_tasks[j]):
+        return None
     view = _on_any_node(problem, j)
-    held = np.zeros_like(free)
-    for h in earlier:
-        for n, g in h.gpus.items():
-            held[n, 0] += g
-    times = sorted({end for end, _ in ends})
-    released = np.zeros_like(free)
+    held = np.zeros_like(free) if held is None else held
     steps: list[tuple[datetime, np.ndarray]] = []
-    for moment in times:
-        for end, use in ends:
-            if end == moment:
-                released += use
-        steps.append((moment, released.copy()))
+    released = np.zeros_like(free)
+    for end, use in sorted(ends, key=lambda e: e[0]):
+        released = released + use
+        if steps and steps[-1][0] == end:
+            steps[-1] = (end, released)
+        else:
+            steps.append((end, released))
     # Fitting only gets easier as more ends pass, so search the first moment it fits by bisection.
     lo, hi = 0, len(steps)
     while lo < hi:
@@ -140,11 +147,54 @@ def _hold(problem: Problem, j: int, free: np.ndarray, ends: list[tuple[datetime,
     if lo == len(steps):
         return None
     moment, rel = steps[lo]
-    counts = _placed(view, j, np.maximum(free + rel - held, 0))
+    return moment, _placed(view, j, np.maximum(free + rel - held, 0))
+
+
+def _hold(problem: Problem, j: int, free: np.ndarray, ends: list[tuple[datetime, np.ndarray]],
+          earlier: list[Hold]) -> Hold | None:
+    """The earliest moment job j fits as running jobs end, and where (best fit then); else a drain; else None."""
+    held = np.zeros_like(free)
+    for h in earlier:
+        for n, g in h.gpus.items():
+            held[n, 0] += g
+    found = earliest_fit(problem, j, free, ends, held)
+    if found is None:
+        return _drain(problem, j, free, held) if problem.jobs[j].topology is None else None
+    moment, counts = found
+    rel = np.zeros_like(free)
+    for end, use in ends:
+        if end <= moment:
+            rel += use
     gpus: dict[int, int] = {}
     for (t, n), k in counts.items():
         g = int(problem.tasks[t].demand[0]) * k
         if g:
             gpus[n] = gpus.get(n, 0) + g
     room = {n: max(0, int(free[n, 0] + rel[n, 0] - held[n, 0]) - g) for n, g in gpus.items()}
-    return Hold(job.name, moment, gpus, room)
+    return Hold(problem.jobs[j].name, moment, gpus, room)
+
+
+def _drain(problem: Problem, j: int, free: np.ndarray, held: np.ndarray) -> Hold | None:
+    """A hold without a start, where no known end makes room: the nodes with the most GPUs free now that
+    hold the gang once emptied, on which nothing new may take the gang's GPUs (every job outlasts an
+    unknown start) — they drain as their running work ends, and the gang starts when it fits
+    (Kubernetes schedulers' node draining for a blocked gang). Single-task gangs only."""
+    tasks = problem.job_tasks[j]
+    if len(tasks) != 1:
+        return None
+    task = problem.tasks[tasks[0]]
+    size = int(task.demand[0])
+    if task.eligible is None or size == 0:
+        return None
+    room = problem.capacity[:, 0] - held[:, 0]
+    need = problem.jobs[j].needed
+    gpus: dict[int, int] = {}
+    for n in sorted(task.eligible.tolist(), key=lambda n: (-int(free[n, 0]), n)):
+        fit = min(int(room[n]) // size, int(problem.capacity[n, 1] // max(task.demand[1], 1)) if task.demand[1] else
+                  need, int(problem.capacity[n, 2] // max(task.demand[2], 1)) if task.demand[2] else need, need)
+        if fit > 0:
+            gpus[n] = fit * size
+            need -= fit
+        if need == 0:
+            return Hold(problem.jobs[j].name, None, gpus, {n: int(room[n]) - g for n, g in gpus.items()})
+    return None

@@ -36,9 +36,10 @@ def expected_end(run: RunningJob, now: datetime) -> datetime | None:
     return max(now, run.started_at + timedelta(hours=run.expected_runtime_h))
 
 
-def ends_by(job: Job, now: datetime, moment: datetime) -> bool:
-    """Would `job`, started now, be expected to end by `moment`? (No runtime: never.)"""
-    return job.expected_runtime_h is not None and now + timedelta(hours=job.expected_runtime_h) <= moment
+def ends_by(job: Job, now: datetime, moment: datetime | None) -> bool:
+    """Would `job`, started now, be expected to end by `moment`? (No runtime, or no moment: never.)"""
+    return (job.expected_runtime_h is not None and moment is not None
+            and now + timedelta(hours=job.expected_runtime_h) <= moment)
 
 
 def max_runtime(run: RunningJob, team_limits: dict[str, float]) -> float | None:
@@ -74,26 +75,32 @@ def overdue(request: PlacementRequest) -> list[Late]:
 
 
 def starved(request: PlacementRequest, jobs: tuple[Job, ...]) -> list[int]:
-    """Indices of `jobs` waiting at least `policy.max_wait_h`: highest priority class first, then oldest
-    (by submission time, then name: an exact arrival order, no ties)."""
-    limit = request.policy.max_wait_h
-    if limit is None:
+    """Indices of `jobs` that waited at least `policy.max_wait_h` or `policy.reserve_after_h` (whichever is
+    less): highest priority class first, then oldest (by submission time, then name: an exact arrival order)."""
+    limits = [h for h in (request.policy.max_wait_h, request.policy.reserve_after_h) if h is not None]
+    if not limits:
         return []
     now = request.planning_time()
-    late = [j for j, job in enumerate(jobs) if job.submitted_at is not None and waited_h(job, now) >= limit]
+    late = [j for j, job in enumerate(jobs) if job.submitted_at is not None and waited_h(job, now) >= min(limits)]
     return sorted(late, key=lambda j: (-jobs[j].priority, jobs[j].submitted_at, jobs[j].name))
+
+
+def must_start(request: PlacementRequest, job: Job) -> bool:
+    """Has `job` waited `policy.max_wait_h`, so that it starts as soon as it fits?"""
+    limit = request.policy.max_wait_h
+    return limit is not None and waited_h(job, request.planning_time()) >= limit
 
 
 @dataclass(frozen=True)
 class Hold:
-    """Capacity held for the starved job named `job` from `start`.
+    """Capacity held for the starved job named `job` from `start` (None: when its nodes have drained).
 
     `gpus[n]`: GPUs the job takes on node n at `start`. `long_room[n]`: GPUs that work still running at
     `start` may take on node n now — what is free now, plus what running jobs release there by `start`,
     minus `gpus[n]`. Work expected to end by `start` is not limited (EASY backfill's rule)."""
 
     job: str
-    start: datetime
+    start: datetime | None
     gpus: dict[int, int] = field(default_factory=dict)
     long_room: dict[int, int] = field(default_factory=dict)
 

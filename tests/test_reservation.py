@@ -75,11 +75,22 @@ def test_a_starved_job_that_fits_starts_before_more_valuable_work() -> None:
     assert "G" in {a.job for a in out.assignments} and out.reservations == []
 
 
-def test_no_hold_where_no_running_job_is_known_to_end() -> None:
+def test_where_no_running_job_is_known_to_end_its_nodes_drain() -> None:
     out = plan(_request(b_runtime=None))
-    assert out.reservations == []
+    [res] = out.reservations
+    assert res.earliest_start is None and "drain" in res.reason
+    assert [(n.node, n.gpus) for n in res.nodes] == [("n0", 8), ("n1", 8)]
+    assert out.assignments == []  # S would end in time, but no time is known: nothing new takes the held GPUs
     g = next(p for p in out.pending if p.job == "G")
-    assert "holds nothing" in g.reason and g.estimated_start is None
+    assert g.estimated_start is None and "once its nodes drain" in g.reason
+
+
+def test_a_starved_gang_of_two_tasks_without_known_ends_holds_nothing_and_says_why() -> None:
+    request = _request(b_runtime=None)
+    request["jobs"][0]["tasks"] = [{"name": "a", "gpus": 8}, {"name": "b", "gpus": 8}]
+    out = plan(request)
+    assert out.reservations == []
+    assert "holds nothing" in next(p for p in out.pending if p.job == "G").reason
 
 
 def test_the_verifier_rejects_work_that_outlasts_a_reservation_on_its_nodes() -> None:
@@ -105,3 +116,18 @@ def test_running_jobs_past_their_max_runtime_are_listed_overdue() -> None:
         job["team"] = "t"
     out = plan(request)
     assert [(o.job, o.running_h, o.max_runtime_h) for o in out.overdue] == [("A", 1.0, 0.5), ("B", 1.0, 0.75)]
+
+
+def test_pending_jobs_get_an_estimated_start_from_the_expected_ends() -> None:
+    out = plan(_request(max_wait_h=None))
+    starts = {p.job: p.estimated_start for p in out.pending}
+    # G (16 GPUs) fits when B ends at 10:00 and the small job placed beside it (L: 12:00, S: 00:30) has ended;
+    # the small job left out fits when A ends at 01:00
+    [placed] = {a.job for a in out.assignments}
+    assert starts["G"] is not None
+    assert starts["G"].isoformat() == ("2026-01-02T12:00:00+00:00" if placed == "L" else "2026-01-02T10:00:00+00:00")
+    other = next(name for name in starts if name != "G")
+    assert starts[other] is not None and starts[other].isoformat() == "2026-01-02T01:00:00+00:00"
+    request = _request(max_wait_h=None)
+    request["policy"]["estimate_starts"] = 0
+    assert all(p.estimated_start is None for p in plan(request).pending)

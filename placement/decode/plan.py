@@ -62,7 +62,7 @@ def decode(problem: Problem, placement: Placement, terms: dict[str, float], stat
     pending = [_pending(problem, j, placement, usage, pending_reason(problem, j, placement, usage, ledger,
                                                                     status == "optimal"))
                for j in range(len(problem.jobs)) if j not in placed]
-    pending = schedule.annotate(problem, _with_screened(problem, pending))
+    pending = schedule.annotate(problem, placement, _with_screened(problem, pending))
     bound = assignments(problem, placement)
     terms = {**terms, **topology_terms.bandwidth_terms(problem, bound)}  # computed from the GPUs chosen
     rounded = {name: round(value, 6) for name, value in terms.items()}

@@ -7,12 +7,18 @@ applies the plan can keep the nodes, and the verifier can check that nothing pla
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 
+import numpy as np
 from placement_models import Overdue, Pending, Reservation, ReservedNode
 
 from placement import timeline
 from placement.problem import Problem
+from placement.reservation import earliest_fit
+from placement.screen import screened
+from placement.solution import Placement
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def reservations(problem: Problem, placed: set[str]) -> list[Reservation]:
@@ -23,33 +29,76 @@ def reservations(problem: Problem, placed: set[str]) -> list[Reservation]:
         if hold.job in placed:
             continue
         nodes = [ReservedNode(node=problem.nodes[n].name, gpus=g) for n, g in sorted(hold.gpus.items())]
+        when = ("it fits on these nodes when running jobs are expected to end" if hold.start is not None else
+                "no running job there has a known end, so nothing new may take its GPUs until it fits (drain)")
         out.append(Reservation(job=hold.job, earliest_start=hold.start, nodes=nodes,
-                               reason=f"waited past policy.max_wait_h ({limit:g} h); it fits on these nodes when "
-                                      f"running jobs are expected to end"))
+                               reason=f"waited past policy.max_wait_h ({limit:g} h); {when}"))
     return out
 
 
-def annotate(problem: Problem, pending: list[Pending]) -> list[Pending]:
-    """Pending entries with the estimated start of held jobs, and why a starved job holds nothing."""
+def annotate(problem: Problem, placement: Placement, pending: list[Pending]) -> list[Pending]:
+    """Pending entries with their estimated start (`estimates`), the reservation of a held job, why a
+    starved job holds nothing, and which reservation kept a job off the GPUs it could use."""
     schedule = problem.schedule
-    if not schedule.holds and not schedule.unheld:
-        return pending
+    starts = estimates(problem, placement, pending)
     now = problem.request.planning_time()
     index = {job.name: j for j, job in enumerate(problem.jobs)}
     out = []
     for entry in pending:
+        if entry.job in starts:
+            entry = entry.model_copy(update={"estimated_start": starts[entry.job]})
         hold = schedule.held(entry.job)
         if hold is not None:
             nodes = ", ".join(problem.nodes[n].name for n in sorted(hold.gpus))
             entry = entry.model_copy(update={
-                "estimated_start": hold.start,
-                "reason": f"{entry.reason}; reserved: starts at {hold.start.isoformat()} on {nodes}"})
+                "reason": f"{entry.reason}; reserved: starts at {_at(hold.start)} on {nodes}"})
         elif entry.job in schedule.unheld:
             entry = entry.model_copy(update={"reason": f"{entry.reason}; starved but holds nothing: "
                                                        f"{schedule.unheld[entry.job]}"})
         elif entry.constraint in _ROOM and entry.job in index:
             entry = _kept_off(problem, index[entry.job], entry, now)
         out.append(entry)
+    return out
+
+
+def estimates(problem: Problem, placement: Placement, pending: list[Pending]) -> dict[str, datetime]:
+    """Estimated starts of the first `policy.estimate_starts` pending jobs (highest class, then oldest): the
+    first expected end of a running or newly placed job after which the job fits in what this plan leaves,
+    ignoring the other pending jobs (they may start first). Jobs whose start no known end gives are left out."""
+    limit = problem.request.policy.estimate_starts
+    found = screened(problem)
+    whole = found[0] if found is not None else problem  # jobs screened out now are the ones that most need it
+    names = {p.job for p in pending}
+    order = sorted((j for j, job in enumerate(whole.jobs) if job.name in names and not problem.schedule.held(
+        job.name)), key=lambda j: (-whole.jobs[j].priority, whole.jobs[j].submitted_at or _EPOCH, whole.jobs[j].name))
+    if not limit or not order:
+        return {}
+    now = problem.request.planning_time()
+    ends: list[tuple[datetime, np.ndarray]] = []
+    for run in problem.running:
+        end = timeline.expected_end(run.spec, now)
+        if end is not None and run.index not in placement.evicted:  # a preempted job's GPUs are in `free` below
+            use = np.zeros_like(problem.free)
+            use[run.nodes] += run.use
+            ends.append((end, use))
+    per_job: dict[int, np.ndarray] = {}
+    for (t, n), k in placement.counts.items():
+        if k:
+            j = problem.tasks[t].job
+            per_job.setdefault(j, np.zeros_like(problem.free))[n] += problem.tasks[t].demand * k
+    for j, use in per_job.items():
+        runtime = problem.jobs[j].expected_runtime_h
+        if runtime is not None:
+            ends.append((now + timedelta(hours=runtime), use))
+    free = problem.free - placement.usage(problem) + placement.freed(problem)
+    out: dict[str, datetime] = {}
+    for j in order[:limit]:
+        fit = earliest_fit(whole, j, free, ends)
+        if fit is not None:
+            out[whole.jobs[j].name] = fit[0]
+    for hold in problem.schedule.holds:
+        if hold.start is not None and hold.job in names:
+            out[hold.job] = hold.start
     return out
 
 
@@ -68,9 +117,13 @@ def _kept_off(problem: Problem, j: int, entry: Pending, now: datetime) -> Pendin
             return entry.model_copy(update={
                 "constraint": "reservation",
                 "reason": f"{entry.reason}; it would run past the reservation of {hold.job} (from "
-                          f"{hold.start.isoformat()}) on {names}, where only work ending by then may use the "
+                          f"{_at(hold.start)}) on {names}, where only work ending by then may use the "
                           f"held GPUs"})
     return entry
+
+
+def _at(moment: datetime | None) -> str:
+    return moment.isoformat() if moment is not None else "once its nodes drain"
 
 
 def overdue(problem: Problem) -> list[Overdue]:

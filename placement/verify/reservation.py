@@ -4,7 +4,9 @@ Recomputed from the request alone. For each of the plan's reservations (`Plan.re
 each reserved node: the GPUs free there now, plus those running jobs are expected to release by the
 reservation's `earliest_start` (`started_at` + `expected_runtime_h`, no earlier than the planning
 time), must cover the reserved GPUs plus the GPUs the plan's new pods take there whose jobs are
-expected to run past that start (or give no runtime). The reserved job itself stays pending.
+expected to run past that start (or give no runtime). A reservation without a start (its nodes
+drain) counts every running job as ended and every new pod as outlasting it. The reserved job
+itself stays pending.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ def _end(run: RunningJob, now: datetime) -> datetime | None:
     return max(now, run.started_at + timedelta(hours=run.expected_runtime_h))
 
 
-def _outlasts(job: Job, now: datetime, start: datetime) -> bool:
-    return job.expected_runtime_h is None or now + timedelta(hours=job.expected_runtime_h) > start
+def _outlasts(job: Job, now: datetime, start: datetime | None) -> bool:
+    return start is None or job.expected_runtime_h is None or now + timedelta(hours=job.expected_runtime_h) > start
 
 
 def _free_gpus(ctx: Context, node: str) -> int:
@@ -54,7 +56,9 @@ def check_reservation(ctx: Context) -> list[str]:
             released = 0
             for run in ctx.request.cluster.running:
                 end = _end(run, now)
-                if run.job in ctx.evicted or end is None or end > res.earliest_start:
+                if run.job in ctx.evicted:
+                    continue
+                if res.earliest_start is not None and (end is None or end > res.earliest_start):
                     continue
                 released += sum(len([g for g in pod.gpus if g not in ctx.nodes[held.node].unhealthy_gpus])
                                 for pod in run.pods if pod.node == held.node and pod.gpu_share is None)
@@ -63,7 +67,8 @@ def check_reservation(ctx: Context) -> list[str]:
                              and _outlasts(r.job, now, res.earliest_start))
             room = _free_gpus(ctx, held.node) + released
             if held.gpus + outlasting > room:
-                out.append(f"reservation: node {held.node} holds {held.gpus} GPUs for job {res.job} from "
-                           f"{res.earliest_start.isoformat()} but the plan puts {outlasting} GPUs of work running "
-                           f"past then there, and only {room} are free by then")
+                when = res.earliest_start.isoformat() if res.earliest_start is not None else "when it drains"
+                out.append(f"reservation: node {held.node} holds {held.gpus} GPUs for job {res.job} from {when} "
+                           f"but the plan puts {outlasting} GPUs of work running past then there, and only {room} "
+                           f"are free by then")
     return out

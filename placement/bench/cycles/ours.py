@@ -36,8 +36,10 @@ class Ours:
     name = "placement"
 
     def __init__(self, time_limit_s: float = 1.0, seed: int = 0, max_wait_h: float | None = 12.0,
-                 workers: int = 2, weights: dict[str, float] | None = None, max_reservations: int = 1) -> None:
+                 workers: int = 2, weights: dict[str, float] | None = None, max_reservations: int = 1,
+                 reserve_after_h: float | None = None) -> None:
         self.weights = dict(weights or {})
+        self.reserve_after_h = reserve_after_h
         self.max_reservations = max_reservations
         self.time_limit_s = time_limit_s
         self.seed = seed
@@ -73,7 +75,7 @@ class Ours:
         return {"cluster": {"nodes": nodes, "running": runs}, "jobs": jobs,
                 "policy": {"now": _at(now_s), "time_limit_s": self.time_limit_s, "seed": self.seed,
                            "workers": self.workers, "max_wait_h": self.max_wait_h, "weights": self.weights,
-                           "max_reservations": self.max_reservations}}
+                           "max_reservations": self.max_reservations, "reserve_after_h": self.reserve_after_h}}
 
     def cycle(self, now_s: float, queue: list[TraceJob], running: list[Running], free: np.ndarray,
               gpus_per_node: int) -> Decision:
