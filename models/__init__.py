@@ -24,7 +24,7 @@ from placement_models.plan import (
     SolverStats,
     TeamReport,
 )
-from placement_models.policy import BorrowWithinCohort, PreemptionRules
+from placement_models.policy import BorrowWithinCohort, OffPeak, OffPeakWindow, PreemptionRules
 from placement_models.request import (
     API_VERSION,
     Cluster,
@@ -58,6 +58,7 @@ __all__ = [
     "API_VERSION", "Assignment", "Cluster", "ErrorList", "Job", "MigChange", "Node", "NodeTopology",
     "Objective", "Pending", "PlacementRequest", "Plan", "PlanStatus", "Policy", "Pool", "Preemption", "RunningJob",
     "RunningPod", "SolverStats", "Overdue", "Reservation", "ReservedNode",
+    "OffPeak", "OffPeakWindow",
     "CostSummary", "JobCost", "NodeTemplate", "Provisionable", "Provisioned",
     "Taint", "Task", "Team", "Toleration", "Weights", "format_errors",
     "reject",

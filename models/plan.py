@@ -27,7 +27,9 @@ class Assignment(PlanModel):
     gpu_share: float | None = None
 
 
-PreemptionRule = Literal["within_team", "reclaim_within_cohort", "borrow_within_cohort"]
+#: the rule of policy.preemption that allows a preemption, or `max_runtime`: the job ran past its max_runtime_h and
+#: policy.overdue is `evict` (then `for_job` is empty)
+PreemptionRule = Literal["within_team", "reclaim_within_cohort", "borrow_within_cohort", "max_runtime"]
 
 
 class Preemption(PlanModel):

@@ -5,8 +5,9 @@ Everything here tunes the solve; none of it describes the cluster or the work.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, time
 from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from placement_models.base import Strict, as_utc
 from placement_models.cluster import GpuSharing
@@ -70,6 +71,14 @@ class PreviousAssignment(BaseModel):
     node: str
 
 
+class PreviousReservation(BaseModel):
+    """One reservation of the previous cycle's plan; only the job is read."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    job: str
+
+
 class PreviousPlan(BaseModel):
     """The plan this caller received last cycle, passed back as it came (extra fields ignored on
     purpose: a scheduler should not have to edit it). Jobs that have since started or vanished
@@ -77,10 +86,56 @@ class PreviousPlan(BaseModel):
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
-    assignments: list[PreviousAssignment] = Field(default_factory=list)
+    assignments: list[PreviousAssignment] = Field(default_factory=list, max_length=1_000_000)
+    #: the reservations it held: a job reserved last cycle that fits now starts now (its reservation is kept)
+    reservations: list[PreviousReservation] = Field(default_factory=list, max_length=10_000)
 
 
 _BOOL = TypeAdapter(bool)
+
+Weekday = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+_WEEKDAYS: tuple[Weekday, ...] = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+class OffPeakWindow(Strict):
+    """Off-peak hours that begin on the listed days at `start` and last until `end` (past midnight when `end`
+    is not after `start`: 22:00-06:00 is a night; equal times are a whole day)."""
+
+    start: time
+    end: time
+    days: list[Weekday] = Field(default_factory=lambda: list(_WEEKDAYS), min_length=1, max_length=7)
+
+    def contains(self, local: datetime) -> bool:
+        """Is this local (naive, wall-clock) moment inside the window?"""
+        moment = local.time()
+        today = _WEEKDAYS[local.weekday()]
+        yesterday = _WEEKDAYS[(local.weekday() - 1) % 7]
+        if self.start < self.end:
+            return today in self.days and self.start <= moment < self.end
+        # wraps past midnight (or a whole day): the part after start belongs to today's window, the part
+        # before end to yesterday's
+        return (today in self.days and moment >= self.start) or (yesterday in self.days and moment < self.end)
+
+
+class OffPeak(Strict):
+    """When electricity, spot capacity and interactive demand make batch work cheap: time-of-day windows in one
+    time zone. With it, a plan is in peak hours exactly when `policy.now` (the planning time) is in no window."""
+
+    timezone: str = Field("UTC", min_length=1, max_length=64)
+    windows: list[OffPeakWindow] = Field(min_length=1, max_length=64)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, name: str) -> str:
+        try:
+            ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone '{name}' (an IANA name such as 'Europe/Berlin' or 'UTC')") from None
+        return name
+
+    def contains(self, moment: datetime) -> bool:
+        local = moment.astimezone(ZoneInfo(self.timezone)).replace(tzinfo=None)
+        return any(w.contains(local) for w in self.windows)
 
 
 class BorrowWithinCohort(Strict):
@@ -138,6 +193,8 @@ class Policy(Strict):
     previous_plan: PreviousPlan | None = None
     #: this cycle is in peak hours: `reserve` is held back and deferrable jobs may wait
     peak: bool = False
+    #: off-peak windows: when set, `peak` is derived from them at the planning time (set one or the other)
+    off_peak: OffPeak | None = None
     #: pool -> GPUs of its nodes left free during peak (e.g. for inference); released off-peak
     reserve: dict[str, int] = Field(default_factory=dict)
     #: the time of this plan (ages, minimum runtimes, usage decay); unset: the latest time the request
@@ -153,6 +210,9 @@ class Policy(Strict):
     #: a pending job that cannot fit now and has waited this long holds a reservation as a starved job does, so
     #: that gangs blocked by a stream of smaller work get nodes before `max_wait_h` (unset: max_wait_h)
     reserve_after_h: float | None = Field(None, ge=0, le=1_000_000)
+    #: running jobs past their max_runtime_h (their own, else their team's): `report` lists them in `Plan.overdue`;
+    #: `evict` also stops them, so their GPUs count as free for this plan (`Plan.preemptions`, rule max_runtime)
+    overdue: Literal["report", "evict"] = "report"
     #: how many blocked jobs hold a reservation at once (oldest first, highest priority class first)
     max_reservations: int = Field(1, ge=0, le=64)
     #: pending jobs (highest class, then oldest first) whose `estimated_start` the plan computes from the running

@@ -81,6 +81,9 @@ class PlacementRequest(Strict):
         _check_cost(errors, self)
         _check_teams(errors, self)
         _check_topology(errors, self)
+        if self.policy.off_peak is not None and self.policy.peak:
+            errors.add(("policy", "peak"), "set either peak or off_peak (which decides peak from the planning time)",
+                       True)
         errors.raise_if_any()
         return self
 
@@ -91,6 +94,13 @@ class PlacementRequest(Strict):
         the latest mentioned time never lets a job look older than the request shows it.
         """
         return self.policy.now if self.policy.now is not None else self.latest_mentioned_time
+
+    @cached_property
+    def in_peak(self) -> bool:
+        """Is this plan made in peak hours? `policy.peak`, or with `policy.off_peak`, the planning time outside
+        every off-peak window: what the reserve, deferral and their checks all read."""
+        off_peak = self.policy.off_peak
+        return self.policy.peak if off_peak is None else not off_peak.contains(self.planning_time())
 
     @cached_property
     def latest_mentioned_time(self) -> datetime:

@@ -21,10 +21,10 @@ from typing import Any
 
 from placement_models import PlacementRequest, Plan
 
-from placement import candidates, pricing, reservation, screen, search
+from placement import candidates, pricing, reservation, screen, search, timeline
 from placement import compile as compiler
 from placement.baseline import greedy
-from placement.decode import decode
+from placement.decode import decode, schedule
 from placement.verify import check
 
 
@@ -42,7 +42,8 @@ def plan(request: PlacementRequest | dict[str, Any], *, log: Callable[[str], Non
     """
     req = parse(request)
     start = time.perf_counter()
-    problem = screen.build_problem(req)  # right-size offers beside declared tasks; jobs that can never fit out
+    planned, stopped = timeline.without_overdue(req)  # policy.overdue evict: overdue jobs' GPUs are free
+    problem = screen.build_problem(planned)  # right-size offers beside declared tasks; jobs that can never fit out
     problem = reservation.attach(problem)  # starved jobs (policy.max_wait_h) start now or hold nodes
     baseline = greedy(problem, pricing.held_back(req, problem.nodes, problem.free))  # reserve honoured
     first_plan_s = time.perf_counter() - start
@@ -50,5 +51,6 @@ def plan(request: PlacementRequest | dict[str, Any], *, log: Callable[[str], Non
     ctx = compiler.build(problem, candidates.select(problem, baseline))
     found = search.run(ctx, baseline, start, first_plan_s, log=log, stop=stop)
     out = decode(problem, found.placement, found.terms, found.status, found.stats)  # in the request's own names
+    out = schedule.with_evicted(out, stopped)
     check(req, out)
     return out

@@ -113,7 +113,7 @@ def reserve_allowance(request: PlacementRequest, nodes: Sequence[Node], free_gpu
     held back: the reserve protects capacity that exists now.
     """
     policy = request.policy
-    if not policy.peak or not policy.reserve:
+    if not request.in_peak or not policy.reserve:
         return {}
     real = len(request.cluster.nodes)
     out: dict[str, int] = {}

@@ -86,9 +86,14 @@ def starved(request: PlacementRequest, jobs: tuple[Job, ...]) -> list[int]:
 
 
 def must_start(request: PlacementRequest, job: Job) -> bool:
-    """Has `job` waited `policy.max_wait_h`, so that it starts as soon as it fits?"""
+    """Does `job` start as soon as it fits? When it has waited `policy.max_wait_h`, or held a reservation in
+    the previous plan (`policy.previous_plan`): a reservation is kept by starting on it, not by giving the
+    room it waited for to work that came later."""
     limit = request.policy.max_wait_h
-    return limit is not None and waited_h(job, request.planning_time()) >= limit
+    if limit is not None and waited_h(job, request.planning_time()) >= limit:
+        return True
+    previous = request.policy.previous_plan
+    return previous is not None and any(r.job == job.name for r in previous.reservations)
 
 
 @dataclass(frozen=True)
@@ -122,3 +127,16 @@ class Schedule:
         """The holds that limit where `job` may go: those it would outlast (never its own: a held job that
         fits after all simply starts)."""
         return [h for h in self.holds if h.job != job.name and not ends_by(job, now, h.start)]
+
+
+def without_overdue(request: PlacementRequest) -> tuple[PlacementRequest, list[Late]]:
+    """With `policy.overdue: evict`, the request as the plan sees it — the overdue running jobs gone, their GPUs
+    free — and those jobs; otherwise the request unchanged and no job."""
+    if request.policy.overdue != "evict":
+        return request, []
+    late = overdue(request)
+    if not late:
+        return request, []
+    gone = {x.job for x in late}
+    cluster = request.cluster.model_copy(update={"running": [r for r in request.cluster.running if r.job not in gone]})
+    return request.model_copy(update={"cluster": cluster}), late

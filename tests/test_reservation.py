@@ -131,3 +131,31 @@ def test_pending_jobs_get_an_estimated_start_from_the_expected_ends() -> None:
     request = _request(max_wait_h=None)
     request["policy"]["estimate_starts"] = 0
     assert all(p.estimated_start is None for p in plan(request).pending)
+
+
+def test_a_job_reserved_last_cycle_starts_when_it_fits() -> None:
+    request = {
+        "cluster": {"nodes": [_node(0), _node(1)]},
+        "jobs": [_job("G", "2026-01-01T00:00:00Z", 6), *[_job(f"s{i}", "2026-01-01T23:00:00Z", 4) for i in range(4)]],
+        "policy": {"now": NOW, "max_wait_h": 48, "reserve_after_h": 12, "time_limit_s": 2, "deterministic": True},
+    }
+    # G (6 GPUs, waited 24 h) fits, but four small jobs fill both nodes: not yet past max_wait_h, it waits
+    assert "G" not in {a.job for a in plan(request).assignments}
+    request["policy"]["previous_plan"] = {"reservations": [{"job": "G", "earliest_start": NOW, "nodes": []}]}
+    assert "G" in {a.job for a in plan(request).assignments}
+
+
+def test_overdue_jobs_are_evicted_when_the_policy_says_so_and_their_gpus_are_used() -> None:
+    request = _request(max_wait_h=None)
+    request["cluster"]["running"][0]["max_runtime_h"] = 0.5  # A holds n0 and has run 1 h
+    request["policy"]["overdue"] = "evict"
+    out = plan(request)
+    assert [(p.job, p.rule) for p in out.preemptions] == [("A", "max_runtime")]
+    assert [o.job for o in out.overdue] == ["A"]
+    assert any(a.node == "n0" for a in out.assignments)  # A's GPUs were free for this plan
+    from placement_models import PlacementRequest
+
+    checked = PlacementRequest.model_validate(request)
+    assert verify(checked, out) == []
+    report_only = PlacementRequest.model_validate({**request, "policy": {**request["policy"], "overdue": "report"}})
+    assert any("policy.overdue is not 'evict'" in v for v in verify(report_only, out))

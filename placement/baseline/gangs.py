@@ -27,7 +27,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 def job_order(problem: Problem) -> list[int]:
     """Higher priority first, then bigger gangs (hardest to fit later), then older, then by name."""
 
-    peak = problem.request.policy.peak
+    peak = problem.request.in_peak
     first = {name: i for i, name in enumerate(problem.schedule.must_start)}
 
     def key(j: int) -> tuple[int, int, int, int, float, str]:

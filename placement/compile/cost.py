@@ -65,7 +65,7 @@ def apply(ctx: ModelContext) -> None:
             compute = np.asarray(pricing.compute_cost(job, gpus, prices.price[cand]), dtype=float)
             risk = pricing.reclaim_risk(job, prices.price[cand], prices.reclaim[cand], gang_gpus(problem, task.job))
             existing = np.asarray(cand) < real
-            if existing.any() and not (job.deferrable and request.policy.peak):
+            if existing.any() and not (job.deferrable and request.in_peak):
                 compute = _premium(compute, existing, PREMIUM_CAP * priority_value(problem, t) / weight)
             ctx.objective.add("cost.compute", ctx.x[t], -np.asarray(compute), weight)
             if prices.reclaim[cand].any():
@@ -117,7 +117,7 @@ def gang_gpus(problem: Problem, j: int) -> float:
 
 def _deferral(ctx: ModelContext) -> None:
     problem = ctx.problem
-    peak = problem.request.policy.peak
+    peak = problem.request.in_peak
     share = -(1.0 - PEAK_VALUE_FACTOR) if peak else OFF_PEAK_BONUS
     for t, task in enumerate(problem.tasks):
         if problem.jobs[task.job].deferrable:
@@ -183,7 +183,7 @@ def refine_pending(problem: Problem, j: int, placement: Placement, usage: np.nda
     specific = _reserve_or_cost(problem, j, placement, usage) if constraint in (None, *FITS_LEFT) else None
     if specific:
         constraint, reason = "cost", specific
-    deferred = problem.request.policy.peak and job.deferrable
+    deferred = problem.request.in_peak and job.deferrable
     if deferred and constraint in (None, "cost", "objective"):
         return "cost", f"deferred to off-peak: {reason}"
     return constraint or "capacity", reason
@@ -221,7 +221,7 @@ def _reserve_or_cost(problem: Problem, j: int, placement: Placement, usage: np.n
                        + pricing.reclaim_risk(job, prices.price[n], prices.reclaim[n], gang))
                   for (t, n), k in counts.items())
     value = sum(k * priority_value(problem, t) for (t, _), k in counts.items())
-    if request.policy.peak and job.deferrable:
+    if request.in_peak and job.deferrable:
         value *= PEAK_VALUE_FACTOR
     weighted = request.policy.weights.cost * float(dollars)
     if weighted > value:

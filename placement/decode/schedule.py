@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
-from placement_models import Overdue, Pending, Reservation, ReservedNode
+from placement_models import Overdue, Pending, Plan, Preemption, Reservation, ReservedNode
 
 from placement import timeline
 from placement.problem import Problem
@@ -129,3 +129,15 @@ def _at(moment: datetime | None) -> str:
 def overdue(problem: Problem) -> list[Overdue]:
     return [Overdue(job=late.job, started_at=late.started_at, running_h=late.running_h,
                     max_runtime_h=late.max_runtime_h) for late in timeline.overdue(problem.request)]
+
+
+def with_evicted(plan: Plan, evicted: list[timeline.Late]) -> Plan:
+    """The plan of a request whose overdue jobs were taken out (`timeline.without_overdue`): those jobs listed as
+    overdue and as preempted, rule max_runtime."""
+    if not evicted:
+        return plan
+    stopped = [Preemption(job=late.job, rule="max_runtime", reason=f"ran {late.running_h:g} h, past its "
+                          f"max_runtime_h {late.max_runtime_h:g} (policy.overdue: evict)") for late in evicted]
+    listed = [Overdue(job=late.job, started_at=late.started_at, running_h=late.running_h,
+                      max_runtime_h=late.max_runtime_h) for late in evicted]
+    return plan.model_copy(update={"preemptions": stopped + plan.preemptions, "overdue": listed + plan.overdue})

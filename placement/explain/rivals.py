@@ -377,7 +377,7 @@ def _told(problem: Problem, j: int, placement: Placement, usage: np.ndarray, gro
                                   f"{_named(problem, fair, rivals, team=True)}"
                                   + tail)
     prompt = {r for r in everywhere if not problem.jobs[r].deferrable}
-    if job.deferrable and problem.request.policy.peak and prompt & rivals.keys() and sum(
+    if job.deferrable and problem.request.in_peak and prompt & rivals.keys() and sum(
             _milli(problem, placement, r) for r in prompt & rivals.keys()) <= worth and _fits_without(
             problem, j, placement, usage, prompt, fits):
         prompt &= rivals.keys()

@@ -29,7 +29,7 @@ def check_spot(ctx: Context) -> list[str]:
 def check_reserve(ctx: Context) -> list[str]:
     """During peak, new pods leave `reserve` GPUs of each pool's existing nodes free (or add none there)."""
     policy = ctx.request.policy
-    if not policy.peak:
+    if not ctx.request.in_peak:
         return []
     out: list[str] = []
     # Whole GPUs only: a shared GPU is never free whole, nor a partitioned one unless the plan may make it

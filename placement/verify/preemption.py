@@ -8,6 +8,9 @@ job with a pod on its nodes (`for_job`) under a rule of policy.preemption (`rule
   and for `lower_priority` a lower priority;
 * `borrow_within_cohort`: as reclaim without the nominal condition on `for_job`'s team, a lower priority,
   at most `max_priority_threshold`.
+
+A job that ran past its max_runtime_h may instead be evicted with rule `max_runtime` (policy.overdue `evict`),
+for no job in particular.
 """
 
 from __future__ import annotations
@@ -45,6 +48,9 @@ def check_preemption(ctx: Context) -> list[str]:
             out.append(f"preemption: {where} has an empty reason")
         if p.job in placed:
             out.append(f"preemption: job {p.job} is preempted and placed again in the same plan")
+        if p.rule == "max_runtime":
+            out += _overdue(ctx, rj)
+            continue
         if policy.preemption_rules is None:
             out.append(f"preemption: job {p.job} is preempted but policy.preemption is off")
         if not rj.preemptible:
@@ -57,6 +63,23 @@ def check_preemption(ctx: Context) -> list[str]:
                            f"{policy.min_runtime_s:g}")
         out += _for_job(ctx, p.job, p.for_job, p.rule, rj, scopes, team_after)
     return out
+
+
+def _overdue(ctx: Context, rj: RunningJob) -> list[str]:
+    """An eviction for running past max_runtime_h: policy.overdue is `evict` and the job has run longer than its
+    own limit, else its team's."""
+    if ctx.request.policy.overdue != "evict":
+        return [f"preemption: job {rj.job} is evicted for its runtime but policy.overdue is not 'evict'"]
+    limit = rj.max_runtime_h
+    if limit is None and rj.team is not None:
+        limit = next((t.max_runtime_h for t in ctx.request.teams if t.name == rj.team), None)
+    if limit is None or rj.started_at is None:
+        return [f"preemption: job {rj.job} is evicted for its runtime but has no max_runtime_h or start"]
+    ran_h = (ctx.request.planning_time() - rj.started_at).total_seconds() / 3600.0
+    if ran_h <= limit:
+        return [f"preemption: job {rj.job} is evicted for its runtime after {ran_h:.4g} h, within its "
+                f"max_runtime_h {limit:g}"]
+    return []
 
 
 def _for_job(ctx: Context, victim: str, for_job: str, rule: str | None, rj: RunningJob, scopes: list[Scope],

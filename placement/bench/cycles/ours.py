@@ -75,7 +75,15 @@ class Ours:
         return {"cluster": {"nodes": nodes, "running": runs}, "jobs": jobs,
                 "policy": {"now": _at(now_s), "time_limit_s": self.time_limit_s, "seed": self.seed,
                            "workers": self.workers, "max_wait_h": self.max_wait_h, "weights": self.weights,
-                           "max_reservations": self.max_reservations, "reserve_after_h": self.reserve_after_h}}
+                           "max_reservations": self.max_reservations, "reserve_after_h": self.reserve_after_h,
+                           "previous_plan": self._previous()}}
+
+    def _previous(self) -> dict[str, Any] | None:
+        """Last cycle's plan, passed back as a scheduler does: its reservations are kept (and its assignments
+        earn stability; they have all started, so nothing of them is pending any more)."""
+        if self.last_plan is None:
+            return None
+        return {"reservations": [{"job": r.job} for r in self.last_plan.reservations]}
 
     def cycle(self, now_s: float, queue: list[TraceJob], running: list[Running], free: np.ndarray,
               gpus_per_node: int) -> Decision:
