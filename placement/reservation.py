@@ -9,7 +9,8 @@ of the plan stays the optimiser's choice:
 * of those that do not, the oldest `policy.max_reservations` get a **hold**: the earliest moment each
   fits as running jobs end (their `started_at` + `expected_runtime_h`), on the nodes where it fits then.
   Until that moment the plan may put on those nodes only work expected to end by then, plus whatever
-  leaves the held GPUs free (`Hold.long_room`). Jobs without a runtime are assumed to outlast every hold.
+  leaves the held GPUs free (`Hold.long_room`). As in EASY, the rule binds only jobs submitted after
+  the held one: older jobs were ahead of it in the queue. Jobs without a runtime are assumed to outlast every hold.
 
 Holds count GPUs only (CPU and memory of a node rarely bind a GPU gang), ignore other pending work
 (it is this plan's choice, and bound by the hold itself), and need known ends: where no running job
@@ -171,7 +172,7 @@ def _hold(problem: Problem, j: int, free: np.ndarray, ends: list[tuple[datetime,
         if g:
             gpus[n] = gpus.get(n, 0) + g
     room = {n: max(0, int(free[n, 0] + rel[n, 0] - held[n, 0]) - g) for n, g in gpus.items()}
-    return Hold(problem.jobs[j].name, moment, gpus, room)
+    return Hold(problem.jobs[j].name, moment, gpus, room, problem.jobs[j].submitted_at)
 
 
 def _drain(problem: Problem, j: int, free: np.ndarray, held: np.ndarray) -> Hold | None:
@@ -196,5 +197,6 @@ def _drain(problem: Problem, j: int, free: np.ndarray, held: np.ndarray) -> Hold
             gpus[n] = fit * size
             need -= fit
         if need == 0:
-            return Hold(problem.jobs[j].name, None, gpus, {n: int(room[n]) - g for n, g in gpus.items()})
+            return Hold(problem.jobs[j].name, None, gpus, {n: int(room[n]) - g for n, g in gpus.items()},
+                        problem.jobs[j].submitted_at)
     return None

@@ -108,6 +108,15 @@ class Hold:
     start: datetime | None
     gpus: dict[int, int] = field(default_factory=dict)
     long_room: dict[int, int] = field(default_factory=dict)
+    #: the held job's submission: only jobs submitted after it are bound by the hold (None: every job)
+    submitted: datetime | None = None
+
+    def binds(self, job: Job, now: datetime) -> bool:
+        """Must `job` keep off the held GPUs? When it was submitted after the held job (those before it were
+        ahead in the queue) and would run past the hold's start. Never the held job itself."""
+        if job.name == self.job or ends_by(job, now, self.start):
+            return False
+        return self.submitted is None or job.submitted_at is None or job.submitted_at > self.submitted
 
 
 @dataclass(frozen=True)
@@ -124,9 +133,8 @@ class Schedule:
         return next((h for h in self.holds if h.job == name), None)
 
     def limits(self, job: Job, now: datetime) -> list[Hold]:
-        """The holds that limit where `job` may go: those it would outlast (never its own: a held job that
-        fits after all simply starts)."""
-        return [h for h in self.holds if h.job != job.name and not ends_by(job, now, h.start)]
+        """The holds that limit where `job` may go (`Hold.binds`)."""
+        return [h for h in self.holds if h.binds(job, now)]
 
 
 def without_overdue(request: PlacementRequest) -> tuple[PlacementRequest, list[Late]]:

@@ -159,3 +159,24 @@ def test_overdue_jobs_are_evicted_when_the_policy_says_so_and_their_gpus_are_use
     assert verify(checked, out) == []
     report_only = PlacementRequest.model_validate({**request, "policy": {**request["policy"], "overdue": "report"}})
     assert any("policy.overdue is not 'evict'" in v for v in verify(report_only, out))
+
+
+def test_reserve_after_alone_holds_nodes_for_a_blocked_job() -> None:
+    request = _request(max_wait_h=None)
+    request["policy"]["reserve_after_h"] = 12
+    out = plan(request)
+    [res] = out.reservations
+    assert res.job == "G" and "policy.reserve_after_h (12 h)" in res.reason
+
+
+def test_a_job_older_than_the_reserved_one_is_not_bound_by_its_reservation() -> None:
+    request = _request()
+    request["jobs"][1]["submitted_at"] = "2025-12-31T00:00:00Z"  # L waited longer than G: it was ahead in the queue
+    out = plan(request)
+    assert all(p.constraint != "reservation" for p in out.pending)
+    moved = out.model_copy(update={"assignments": [a.model_copy(update={"job": "L"}) for a in out.assignments],
+                                   "pending": [p for p in out.pending if p.job != "L"] +
+                                              [p.model_copy(update={"job": "S"}) for p in out.pending if p.job == "L"]})
+    from placement_models import PlacementRequest
+
+    assert verify(PlacementRequest.model_validate(request), moved) == []

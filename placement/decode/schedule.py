@@ -24,7 +24,9 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 def reservations(problem: Problem, placed: set[str]) -> list[Reservation]:
     """The holds of jobs this plan leaves pending (a held job the plan places after all needs none)."""
     out = []
-    limit = problem.request.policy.max_wait_h
+    policy = problem.request.policy
+    named = (("reserve_after_h", policy.reserve_after_h), ("max_wait_h", policy.max_wait_h))
+    limits = [f"policy.{name} ({value:g} h)" for name, value in named if value is not None]
     for hold in problem.schedule.holds:
         if hold.job in placed:
             continue
@@ -32,7 +34,7 @@ def reservations(problem: Problem, placed: set[str]) -> list[Reservation]:
         when = ("it fits on these nodes when running jobs are expected to end" if hold.start is not None else
                 "no running job there has a known end, so nothing new may take its GPUs until it fits (drain)")
         out.append(Reservation(job=hold.job, earliest_start=hold.start, nodes=nodes,
-                               reason=f"waited past policy.max_wait_h ({limit:g} h); {when}"))
+                               reason=f"blocked past {' or '.join(limits)}; {when}"))
     return out
 
 

@@ -4,7 +4,8 @@ Recomputed from the request alone. For each of the plan's reservations (`Plan.re
 each reserved node: the GPUs free there now, plus those running jobs are expected to release by the
 reservation's `earliest_start` (`started_at` + `expected_runtime_h`, no earlier than the planning
 time), must cover the reserved GPUs plus the GPUs the plan's new pods take there whose jobs are
-expected to run past that start (or give no runtime). A reservation without a start (its nodes
+expected to run past that start (or give no runtime) and were submitted after the reserved job (EASY:
+older jobs were ahead of it). A reservation without a start (its nodes
 drain) counts every running job as ended and every new pod as outlasting it. The reserved job
 itself stays pending.
 """
@@ -28,7 +29,13 @@ def _end(run: RunningJob, now: datetime) -> datetime | None:
     return max(now, run.started_at + timedelta(hours=run.expected_runtime_h))
 
 
-def _outlasts(job: Job, now: datetime, start: datetime | None) -> bool:
+def _binds(job: Job, held: Job, now: datetime, start: datetime | None) -> bool:
+    """Is `job` bound by the reservation of `held`: submitted after it (or either time unknown) and running past
+    the reservation's start?"""
+    if job.name == held.name:
+        return False
+    if held.submitted_at is not None and job.submitted_at is not None and job.submitted_at <= held.submitted_at:
+        return False
     return start is None or job.expected_runtime_h is None or now + timedelta(hours=job.expected_runtime_h) > start
 
 
@@ -64,7 +71,7 @@ def check_reservation(ctx: Context) -> list[str]:
                                 for pod in run.pods if pod.node == held.node and pod.gpu_share is None)
             outlasting = sum(len(r.a.gpus) for r in ctx.resolved
                              if r.a.node == held.node and r.a.mig is None and r.a.gpu_share is None
-                             and _outlasts(r.job, now, res.earliest_start))
+                             and _binds(r.job, ctx.pending_jobs[res.job], now, res.earliest_start))
             room = _free_gpus(ctx, held.node) + released
             if held.gpus + outlasting > room:
                 when = res.earliest_start.isoformat() if res.earliest_start is not None else "when it drains"
