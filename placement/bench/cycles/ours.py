@@ -31,14 +31,15 @@ def _hours(seconds: float | None) -> float | None:
 
 
 class Ours:
-    """placement.plan every cycle, with reservations for jobs waiting longer than `max_wait_h`."""
+    """placement.plan every cycle as a scheduler would call it: `weights.turnaround` 0.5 (shorter and more jobs
+    first), and a reservation for the oldest job blocked `reserve_after_h` (6 h), kept across cycles through
+    `policy.previous_plan`. `reserve_after_h=None` runs without reservations."""
 
-    name = "placement"
-
-    def __init__(self, time_limit_s: float = 1.0, seed: int = 0, max_wait_h: float | None = 12.0,
+    def __init__(self, time_limit_s: float = 1.0, seed: int = 0, max_wait_h: float | None = None,
                  workers: int = 2, weights: dict[str, float] | None = None, max_reservations: int = 1,
-                 reserve_after_h: float | None = None) -> None:
-        self.weights = dict(weights or {})
+                 reserve_after_h: float | None = 6.0, name: str = "placement") -> None:
+        self.name = name
+        self.weights = {"turnaround": 0.5, **(weights or {})}
         self.reserve_after_h = reserve_after_h
         self.max_reservations = max_reservations
         self.time_limit_s = time_limit_s

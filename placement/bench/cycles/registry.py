@@ -40,6 +40,11 @@ def _ours(options: PolicyOptions) -> SchedulerPolicy:
     return ours.Ours(time_limit_s=options.time_limit_s, seed=options.seed)
 
 
+def _ours_sjf(options: PolicyOptions) -> SchedulerPolicy:
+    ours = importlib.import_module("placement.bench.cycles.ours")
+    return ours.Ours(time_limit_s=options.time_limit_s, seed=options.seed, reserve_after_h=None, name="placement-sjf")
+
+
 #: name -> factory, in the order the table lists them: the peers, then ours.
 POLICIES: dict[str, PolicyFactory] = {
     "fifo": _peer("StrictFifo"),
@@ -48,6 +53,7 @@ POLICIES: dict[str, PolicyFactory] = {
     "easy": _peer("EasyBackfill"),
     "tiresias": _peer("TiresiasLike"),
     "ours": _ours,
+    "ours-sjf": _ours_sjf,
 }
 
 
