@@ -12,9 +12,11 @@ of the plan stays the optimiser's choice:
   leaves the held GPUs free (`Hold.long_room`). As in EASY, the rule binds only jobs submitted after
   the held one: older jobs were ahead of it in the queue. Jobs without a runtime are assumed to outlast every hold.
 
-Holds count GPUs only (CPU and memory of a node rarely bind a GPU gang), ignore other pending work
-(it is this plan's choice, and bound by the hold itself), and need known ends: where no running job
-is expected to end, a starved job gets no hold and the plan says why.
+Holds count GPUs only (CPU and memory of a node rarely bind a GPU gang) and ignore other pending work
+(it is this plan's choice, and bound by the hold itself). Where no known end makes room, a single-task
+gang's hold is a drain (no start; nothing new takes its GPUs); other gangs get none, and the plan says why.
+`policy.reserve_after_h` gives blocked jobs holds before `max_wait_h`; a job reserved in the previous
+plan starts as soon as it fits (`timeline.must_start`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ STARVED_CHECKED = 64
 
 def attach(problem: Problem) -> Problem:
     """`problem` with its schedule: must-start jobs and holds (module docstring). Unchanged without
-    `policy.max_wait_h` or starved jobs."""
+    `policy.max_wait_h` or `reserve_after_h`, or without starved jobs."""
     request = problem.request
     if request.policy.max_wait_h is None and (request.policy.reserve_after_h is None
                                               or request.policy.max_reservations == 0):
@@ -57,12 +59,14 @@ def attach(problem: Problem) -> Problem:
     for j in late:
         name = whole.jobs[j].name
         scheduled = replace(problem, schedule=Schedule(tuple(must), tuple(holds)))
-        fits = name in index and _fits_now(scheduled, index[name], free)
-        if fits and not timeline.must_start(request, whole.jobs[j]):
+        counts = _placed(scheduled, index[name], free) if name in index else {}
+        if counts and not timeline.must_start(request, whole.jobs[j]):
             continue  # not starved yet: the objective decides when it starts
-        if fits:
+        if counts:
             must.append(name)
-            taken = _taken(scheduled, index[name], free)
+            taken = np.zeros_like(free)
+            for (t, n), k in counts.items():
+                taken[n] += problem.tasks[t].demand * k
             free -= taken
             runtime = whole.jobs[j].expected_runtime_h
             if runtime is not None:  # it releases its GPUs when it is expected to end
@@ -95,17 +99,6 @@ def running_ends(problem: Problem, now: datetime) -> list[tuple[datetime, np.nda
 def _placed(problem: Problem, j: int, free: np.ndarray) -> dict[tuple[int, int], int]:
     plan = greedy(problem, free, order=[j])
     return {key: k for key, k in plan.counts.items() if k}
-
-
-def _fits_now(problem: Problem, j: int, free: np.ndarray) -> bool:
-    return bool(_placed(problem, j, free))
-
-
-def _taken(problem: Problem, j: int, free: np.ndarray) -> np.ndarray:
-    use = np.zeros_like(free)
-    for (t, n), k in _placed(problem, j, free).items():
-        use[n] += problem.tasks[t].demand * k
-    return use
 
 
 def _on_any_node(problem: Problem, j: int) -> Problem:

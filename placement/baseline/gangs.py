@@ -57,12 +57,11 @@ def greedy(problem: Problem, free: np.ndarray | None = None, order: list[int] | 
     now = problem.request.planning_time()
     long_used: dict[tuple[int, int], int] = {}  # (hold, node) -> GPUs taken by work that outlasts the hold
     for j in job_order(problem) if order is None else order:
-        limits = problem.schedule.limits(problem.jobs[j], now)
+        bound = [(h, hold) for h, hold in enumerate(problem.schedule.holds) if hold.binds(problem.jobs[j], now)]
         trial = free.copy()
-        for h, hold in enumerate(problem.schedule.holds):
-            if hold in limits:  # work that outlasts a reservation keeps off its GPUs
-                for n, room in hold.long_room.items():
-                    trial[n, 0] = min(trial[n, 0], max(0, room - long_used.get((h, n), 0)))
+        for h, hold in bound:  # work that outlasts a reservation keeps off its GPUs
+            for n, room in hold.long_room.items():
+                trial[n, 0] = min(trial[n, 0], max(0, room - long_used.get((h, n), 0)))
         before = trial.copy()
         trial_devices = ledger_devices.trial() if ledger_devices is not None else None
         place = trial_devices.placer(place_task) if trial_devices is not None else place_task
@@ -82,10 +81,9 @@ def greedy(problem: Problem, free: np.ndarray | None = None, order: list[int] | 
         if placed >= job.needed:
             use = before - trial  # what the gang took, devices included (the trial started clipped)
             free = free - use
-            for h, hold in enumerate(problem.schedule.holds):
-                if hold in limits:
-                    for n in hold.long_room:
-                        long_used[h, n] = long_used.get((h, n), 0) + int(use[n, 0])
+            for h, hold in bound:
+                for n in hold.long_room:
+                    long_used[h, n] = long_used.get((h, n), 0) + int(use[n, 0])
             for (t, n), k in counts.items():
                 plan.add(t, n, k)
             if ledger_devices is not None and trial_devices is not None:

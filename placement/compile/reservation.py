@@ -32,7 +32,7 @@ def apply(ctx: ModelContext) -> None:
         rows: dict[int, list[tuple[cp_model.IntVar, int]]] = {n: [] for n in hold.long_room}
         for t, task in enumerate(problem.tasks):
             gpus = int(task.demand[0])
-            if not gpus or not any(h is hold for h in schedule.limits(problem.jobs[task.job], now)):
+            if not gpus or not hold.binds(problem.jobs[task.job], now):
                 continue
             for var, n in zip(ctx.x[t], ctx.candidates[t].tolist(), strict=True):
                 if n in rows:

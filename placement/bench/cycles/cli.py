@@ -11,6 +11,7 @@ import json
 import math
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,17 @@ def nodes_for_load(jobs: list[TraceJob], load: float, gpus_per_node: int) -> int
 
 def _names(text: str) -> list[str]:
     return [p.strip().lower() for p in text.split(",") if p.strip()]
+
+
+def _choices(text: str, known: Iterable[str], option: str, what: str) -> list[str]:
+    """The comma-separated names of `option`, each one of `known`, at least one (ValueError naming the option)."""
+    names, known = _names(text), list(known)
+    for name in names:
+        if name not in known:
+            raise ValueError(f"unknown {what} {name!r} in {option}; known: {', '.join(known)}")
+    if not names:
+        raise ValueError(f"{option} names no {what}")
+    return names
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -97,18 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         spec = parse_trace(args.trace)
-        modes = _names(args.estimates)
-        for m in modes:
-            if m not in ESTIMATE_MODES:
-                raise ValueError(f"unknown --estimates {m!r}; known: {', '.join(ESTIMATE_MODES)}")
-        if not modes:
-            raise ValueError("--estimates names no mode")
-        policies = _names(args.policies)
-        for p in policies:
-            if p not in POLICIES:
-                raise ValueError(f"unknown policy {p!r} in --policies; known: {', '.join(POLICIES)}")
-        if not policies:
-            raise ValueError("--policies names no policy")
+        modes = _choices(args.estimates, ESTIMATE_MODES, "--estimates", "mode")
+        policies = _choices(args.policies, POLICIES, "--policies", "policy")
         cfg = SimConfig(nodes=args.nodes, gpus_per_node=args.gpus_per_node, cycle_s=args.cycle_s,
                         checkpoint_h=args.checkpoint_h, spot_nodes=args.spot_nodes,
                         reclaim_per_h=args.reclaim_per_h, reclaim_down_h=args.reclaim_down_h, seed=args.seed)
