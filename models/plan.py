@@ -135,7 +135,12 @@ class Objective(PlanModel):
 class SolverStats(PlanModel):
     status: str = Field(description="CP-SAT status, or SKIPPED when the model was not solved")
     objective: float | None = None
-    bound: float | None = None
+    bound: float | None = Field(None, description="an upper bound on the objective of every valid plan for the "
+                                "whole request (bound_kind says which); None when none was computed")
+    bound_kind: Literal["model", "relaxation", "none"] = Field(
+        "none", description="model: CP-SAT's bound on the whole model (every task saw every node); relaxation: "
+                            "the model relaxed over classes of nodes (placement.search.bound), for restricted "
+                            "models and window searches")
     gap: float | None = Field(None, description="relative gap of the returned plan to the bound")
     wall_s: float = 0.0
     build_s: float = 0.0
@@ -147,8 +152,11 @@ class SolverStats(PlanModel):
     mode: Literal["deterministic", "wall-clock"] = "wall-clock"
     winner: Literal["solver", "baseline"] = "baseline"
     baseline_objective: float | None = None
-    search: Literal["model", "windows", "model+windows"] = Field(
-        "model", description="one whole CP-SAT model, LNS windows over it, or windows after the model found nothing")
+    search: Literal["model", "windows", "model+windows", "none"] = Field(
+        "model", description="one whole CP-SAT model, LNS windows over it, windows after the model found nothing, "
+                             "or none: the bound proved the greedy plan good enough, or no time was left")
+    phases: dict[Literal["problem", "greedy", "compile", "bound", "search", "decode", "verify"], float] = Field(
+        default_factory=dict, description="seconds each phase of the call took (policy.time_limit_s bounds their sum)")
     restricted: bool = Field(
         False, description="large cluster: each task saw a subset of its nodes, so 'optimal' and the gap "
                            "refer to that subset and the plan status says feasible")

@@ -15,7 +15,6 @@ docs/architecture.md draws the layers and says where each rule lives and where i
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +23,7 @@ from placement_models import PlacementRequest, Plan
 from placement import candidates, pricing, reservation, screen, search, timeline
 from placement import compile as compiler
 from placement.baseline import greedy
+from placement.budget import Budget
 from placement.decode import decode, schedule
 from placement.verify import check
 
@@ -41,16 +41,23 @@ def plan(request: PlacementRequest | dict[str, Any], *, log: Callable[[str], Non
     far, the greedy one at worst, is returned).
     """
     req = parse(request)
-    start = time.perf_counter()
+    budget = Budget(req.policy.time_limit_s, req.policy.deterministic)
     planned, stopped = timeline.without_overdue(req)  # policy.overdue evict: overdue jobs' GPUs are free
     problem = screen.build_problem(planned)  # right-size offers beside declared tasks; jobs that can never fit out
     problem = reservation.attach(problem)  # starved jobs (policy.max_wait_h) start now or hold nodes
+    budget.lap("problem")
     baseline = greedy(problem, pricing.held_back(req, problem.nodes, problem.free))  # reserve honoured
-    first_plan_s = time.perf_counter() - start
+    budget.lap("greedy")
 
-    ctx = compiler.build(problem, candidates.select(problem, baseline))
-    found = search.run(ctx, baseline, start, first_plan_s, log=log, stop=stop)
+    # the model gets the pairs the time left can compile, after decode and verify's share
+    affordable = budget.pairs(search.reserve_s(problem, req.policy))
+    kept = candidates.select(problem, baseline, max_pairs=min(candidates.MAX_PAIRS, affordable),
+                             min_per_task=min(candidates.MIN_PER_TASK, affordable // max(1, len(problem.tasks))))
+    ctx = compiler.build(problem, kept)
+    found = search.run(ctx, baseline, budget, log=log, stop=stop)
     out = decode(problem, found.placement, found.terms, found.status, found.stats)  # in the request's own names
     out = schedule.with_evicted(out, stopped)
+    budget.lap("decode")
     check(req, out)
-    return out
+    budget.lap("verify")
+    return out.model_copy(update={"solver": out.solver.model_copy(update={"phases": dict(budget.phases)})})

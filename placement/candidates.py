@@ -24,34 +24,51 @@ MAX_PAIRS = 20_000
 MIN_PER_TASK = 12
 
 
-def select(problem: Problem, baseline: Placement, max_pairs: int = MAX_PAIRS) -> list[np.ndarray]:
+def select(problem: Problem, baseline: Placement, max_pairs: int = MAX_PAIRS,
+           min_per_task: int = MIN_PER_TASK) -> list[np.ndarray]:
+    """Candidate nodes per task: all of them within `max_pairs`, else each task's best-fit share.
+
+    `min_per_task` is the floor of that share; a caller short of time lowers it (0 keeps only the
+    nodes the greedy plan used, so the model scores that plan and little more).
+    """
     full = [t.candidates for t in problem.tasks]
     total = sum(c.size for c in full)
     if total <= max_pairs:
         return full
-    share = max(MIN_PER_TASK, max_pairs // max(1, len(problem.tasks)))
+    share = max(min_per_task, max_pairs // max(1, len(problem.tasks)))
     used: dict[int, set[int]] = {}
     for (t, n), k in baseline.counts.items():
         if k:
             used.setdefault(t, set()).add(n)
+    ranked: dict[tuple[int, bytes], np.ndarray] = {}  # tasks with one candidate list and demand rank alike
     out = []
     for t, task in enumerate(problem.tasks):
         cand = task.candidates
         nodes_needed = math.ceil(task.replicas / max(1, int(np.median(task.max_per_node)))) if cand.size else 0
-        keep = max(share, 2 * nodes_needed)
+        keep = max(share, 2 * nodes_needed) if share else 1  # one node at least: every term shows its value
         if cand.size <= keep:
             out.append(cand)
             continue
-        free = problem.free[cand]
-        # best fit: fewest GPUs (then CPUs) left after one pod; CPU-only pods prefer GPU-less nodes
-        primary = free[:, 0] - task.demand[0] if task.demand[0] > 0 else free[:, 0]
-        order = np.lexsort((cand, free[:, 1] - task.demand[1], primary))
-        best = order[: keep * 3 // 4]
-        rest = order[keep * 3 // 4:]
-        spread = rest[np.linspace(0, rest.size - 1, num=min(rest.size, keep - best.size)).astype(int)]
-        chosen = set(cand[best].tolist()) | set(cand[spread].tolist()) | used.get(t, set())
+        chosen = set(used.get(t, set()))
+        if keep:
+            key = (id(cand), task.demand.tobytes())
+            if key not in ranked:
+                ranked[key] = _best_fit_order(problem, cand, task.demand)
+            order = ranked[key]
+            best = order[: keep * 3 // 4]
+            rest = order[keep * 3 // 4:]
+            spread = rest[np.linspace(0, rest.size - 1, num=min(rest.size, keep - best.size)).astype(int)]
+            chosen |= set(cand[best].tolist()) | set(cand[spread].tolist())
         out.append(np.array(sorted(chosen), dtype=np.int64))
     return coherent_candidates(problem, baseline.counts, out)  # gangs with topology: whole domains
+
+
+def _best_fit_order(problem: Problem, cand: np.ndarray, demand: np.ndarray) -> np.ndarray:
+    """Positions in `cand`, best fit first: fewest GPUs (then CPUs) left after one pod; CPU-only pods
+    prefer GPU-less nodes."""
+    free = problem.free[cand]
+    primary = free[:, 0] - demand[0] if demand[0] > 0 else free[:, 0]
+    return np.lexsort((cand, free[:, 1] - demand[1], primary))
 
 
 #: Domains each topology gang keeps when candidate lists are trimmed (docs/solver.md §4: offering

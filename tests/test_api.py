@@ -25,7 +25,7 @@ A100_40 = "A100-SXM4-40GB"
 #: GPU memory per model, from the data sheets (not from the catalog the solver uses).
 GPU_MEMORY = {H100: 80.0, A100_40: 40.0}
 CPU_POD_VALUE = 0.01
-TIMING = ("wall_s", "build_s", "first_plan_s")
+TIMING = ("wall_s", "build_s", "first_plan_s", "phases")
 
 # ---------------------------------------------------------------------------------------------
 # Independent semantics: labels, taints, free capacity, candidates, objective.

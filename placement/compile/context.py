@@ -28,6 +28,9 @@ class Term:
     name: str
     variables: list[cp_model.IntVar] = field(default_factory=list)
     coefs: list[int] = field(default_factory=list)  # scaled integers
+    #: per variable, for placement rows whose coefficient varies by node: the most it can be on any node of
+    #: the task, seen by the model or not (scaled); None where it is the same on every node
+    ceilings: list[int | None] = field(default_factory=list)
 
     def value(self, value_of: Callable[[cp_model.IntVar], int]) -> float:
         return sum(c * value_of(v) for v, c in zip(self.variables, self.coefs, strict=True)) / SCALE
@@ -40,13 +43,18 @@ class ObjectiveRegistry:
         self.terms: dict[str, Term] = {}
 
     def add(self, name: str, variables: list[cp_model.IntVar], coefs: list[float] | np.ndarray,
-            weight: float = 1.0) -> None:
+            weight: float = 1.0, *, ceiling: float | None = None) -> None:
+        """Add Σ coef·weight·var to term `name`. A row of one task's placement variables whose coefficient
+        varies by node gives `ceiling`, the most it can be on any node (the whole-problem bound,
+        placement.search.bound, credits that to nodes a restricted model did not give the task)."""
         term = self.terms.setdefault(name, Term(name))
+        top = None if ceiling is None else round(float(ceiling) * weight * SCALE)
         for v, c in zip(variables, coefs, strict=True):
             scaled = round(float(c) * weight * SCALE)
-            if scaled:
+            if scaled or (top is not None and top > 0):
                 term.variables.append(v)
                 term.coefs.append(scaled)
+                term.ceilings.append(top)
 
     def expression(self) -> cp_model.LinearExprT:
         variables = [v for t in self.terms.values() for v in t.variables]

@@ -67,9 +67,9 @@ def apply(ctx: ModelContext) -> None:
             existing = np.asarray(cand) < real
             if existing.any() and not (job.deferrable and request.in_peak):
                 compute = _premium(compute, existing, PREMIUM_CAP * priority_value(problem, t) / weight)
-            ctx.objective.add("cost.compute", ctx.x[t], -np.asarray(compute), weight)
+            ctx.objective.add("cost.compute", ctx.x[t], -np.asarray(compute), weight, ceiling=0.0)
             if prices.reclaim[cand].any():
-                ctx.objective.add("cost.reclaim_risk", ctx.x[t], -np.asarray(risk), weight)
+                ctx.objective.add("cost.reclaim_risk", ctx.x[t], -np.asarray(risk), weight, ceiling=0.0)
     _reserve(ctx)
     _deferral(ctx)
     _provisioning(ctx, weight)

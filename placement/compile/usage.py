@@ -82,4 +82,5 @@ def _right_size(ctx: ModelContext) -> None:
             profile = devices.profile_for(spec, geo)
             assert geo is not None and profile is not None, "candidate filtering keeps only nodes offering one"
             coefs.append(keep + weights.right_size * (1.0 - profile.memory_slices / geo.memory_slices))
-        ctx.objective.add(RIGHT_SIZE, ctx.x[p.alternative], coefs)
+        # a smaller slice saves at most the whole GPU
+        ctx.objective.add(RIGHT_SIZE, ctx.x[p.alternative], coefs, ceiling=keep + weights.right_size)

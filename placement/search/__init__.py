@@ -3,9 +3,10 @@
 * `strategy` — whole model or windows, the hint, the better of solver and greedy, the gap;
 * `solve` — one CP-SAT run on the whole model (wall-clock or deterministic time);
 * `lns` — windows over the same model, everything outside pinned, for models too big for a cycle;
-* `warm` — the greedy plan extended with justified preemptions, as the hint.
+* `warm` — the greedy plan extended with justified preemptions, as the hint;
+* `bound` — a bound for the whole problem when the model is restricted or searched by windows.
 """
 
-from placement.search.strategy import Found, placement_from, run
+from placement.search.strategy import Found, placement_from, reserve_s, run
 
-__all__ = ["Found", "placement_from", "run"]
+__all__ = ["Found", "placement_from", "reserve_s", "run"]

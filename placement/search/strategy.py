@@ -16,11 +16,16 @@ from dataclasses import dataclass
 
 from placement_models import PlanStatus, Policy, SolverStats
 
+from placement.budget import Budget
 from placement.compile.context import ModelContext
 from placement.compile.priority import pod_value
+from placement.problem import Problem
 from placement.rightsize import pairs
-from placement.search import lns, solve, warm
+from placement.search import bound, lns, solve, warm
 from placement.solution import Placement
+
+#: Share of the time limit the class relaxation's bound may take (it stops earlier when it meets the plan).
+BOUND_SHARE = 0.1
 
 _STATUS: dict[str, PlanStatus] = {
     "OPTIMAL": "optimal",
@@ -41,14 +46,15 @@ class Found:
     stats: SolverStats
 
 
-def run(ctx: ModelContext, baseline: Placement, start: float, first_plan_s: float, *,
+def run(ctx: ModelContext, baseline: Placement, budget: Budget, *,
         log: Callable[[str], None] | None = None, stop: threading.Event | None = None) -> Found:
-    """Search from `baseline` within `policy.time_limit_s`, counted from `start` (the call's start).
+    """Search from `baseline` within what `budget` has left of `policy.time_limit_s`.
 
     `log` receives CP-SAT's progress lines; setting `stop` ends the search early (the best plan so
     far, the greedy one at worst, is returned).
     """
     policy = ctx.problem.request.policy
+    start = budget.start
     baseline_values = ctx.assignment_of(baseline)
     baseline_score = _score(ctx, baseline_values)
     greedy_score = baseline_score  # reported as baseline_objective
@@ -57,9 +63,25 @@ def run(ctx: ModelContext, baseline: Placement, start: float, first_plan_s: floa
     if extended is not None:
         baseline, baseline_values, baseline_score = extended
     ctx.hint(baseline_values)
-    build_s = time.perf_counter() - start
+    restricted = any(c.size < t.candidates.size for c, t in zip(ctx.candidates, ctx.problem.tasks, strict=True))
+    budget.lap("compile")
+    build_s = budget.used()
 
-    result, chosen, winner, search = _search(ctx, policy, baseline, baseline_score, start, log=log, stop=stop)
+    # The model's own bound covers the whole problem only when every task saw every node and one model
+    # is solved; otherwise the class relaxation bounds it (placement.search.bound).
+    relaxed = None
+    if restricted or len(ctx.model.proto.variables) > lns.LNS_ABOVE:
+        relaxed = bound.relaxation(ctx, baseline_score, BOUND_SHARE * policy.time_limit_s
+                                   if not policy.deterministic else float("inf"))
+        budget.lap("bound")
+    if relaxed is not None and relaxed.value - baseline_score <= policy.relative_gap_limit * abs(relaxed.value) + 1e-9:
+        # nothing left to find: the greedy plan is proven within the requested gap
+        result = solve.SolveResult("SKIPPED", None, baseline_score, None, 0.0,
+                                   "deterministic" if policy.deterministic else "wall-clock")
+        chosen, winner, search = baseline, "baseline", "none"
+    else:
+        result, chosen, winner, search = _search(ctx, policy, baseline, baseline_score, start, log=log, stop=stop)
+    budget.lap("search")
     values = baseline_values if chosen is baseline else ctx.assignment_of(chosen)
     if winner == "solver" and policy.priority_mode == "strict" and _trades_down(ctx, chosen, values, baseline,
                                                                                  baseline_values):
@@ -68,21 +90,22 @@ def run(ctx: ModelContext, baseline: Placement, start: float, first_plan_s: floa
         chosen, winner, values = baseline, "baseline", baseline_values
     terms = ctx.objective.values(lambda v: values[v.index])
     score = sum(terms.values())
-    gap = None
-    if result.bound is not None:
-        gap = max(0.0, result.bound - score) / max(1.0, abs(result.bound))
-    status = _STATUS.get(result.status, "feasible" if result.status == "LNS" else "no_solution_in_time")
-    if status == "feasible" and gap is not None and gap <= 1e-9:
-        status = "optimal"
-    problem = ctx.problem
-    restricted = any(c.size < t.candidates.size for c, t in zip(ctx.candidates, problem.tasks, strict=True))
+    bounds = [(relaxed.value, bound.RELAXATION)] if relaxed is not None else []
+    if result.bound is not None and not restricted:
+        bounds.append((result.bound, bound.MODEL))
+    best_bound, bound_kind = min(bounds) if bounds else (None, "none")
+    gap = None if best_bound is None else max(0.0, best_bound - score) / max(1.0, abs(best_bound))
+    status = _STATUS.get(result.status, "feasible" if result.status in ("LNS", "SKIPPED") else "no_solution_in_time")
     if restricted and status == "optimal":
         status = "feasible"  # optimal among the kept candidate nodes only (placement.candidates)
+    if status == "feasible" and gap is not None and gap <= 1e-9:
+        status = "optimal"  # proven against a bound for the whole problem
     stats = SolverStats(
         status=result.status, objective=round(score, 6),
-        bound=None if result.bound is None else round(result.bound, 6),
+        bound=None if best_bound is None else round(best_bound, 6), bound_kind=bound_kind,
         gap=None if gap is None else round(gap, 6), wall_s=round(time.perf_counter() - start, 4),
-        build_s=round(build_s, 4), first_plan_s=round(first_plan_s, 4),
+        build_s=round(build_s, 4),
+        first_plan_s=round(budget.phases.get("problem", 0.0) + budget.phases.get("greedy", 0.0), 4),
         variables=len(ctx.model.proto.variables), constraints=len(ctx.model.proto.constraints),
         workers=policy.workers, seed=policy.seed, mode=result.mode, winner=winner,
         baseline_objective=round(greedy_score, 6), search=search, restricted=restricted,
@@ -137,9 +160,7 @@ def _search(ctx: ModelContext, policy: Policy, baseline: Placement, baseline_sco
     n_vars = len(ctx.model.proto.variables)
     mode = "deterministic" if policy.deterministic else "wall-clock"
 
-    # decode, pending reasons and verify run after the search and count against the limit too
-    # (measured at 1,024 nodes / 3,072 jobs with MIG or teams: 1.2 s after a search that ends on time)
-    reserve = min(0.25 * policy.time_limit_s, 0.05 + 3.5e-4 * len(ctx.problem.jobs) + 1.5e-4 * ctx.problem.n_nodes)
+    reserve = reserve_s(ctx.problem, policy)
 
     def remaining(share: float) -> float:
         return policy.time_limit_s * share if policy.deterministic else policy.time_limit_s - reserve - (
@@ -165,6 +186,12 @@ def _search(ctx: ModelContext, policy: Policy, baseline: Placement, baseline_sco
     if solved_score >= baseline_score - 1e-9:
         return result, solved, "solver", "model"
     return result, baseline, "baseline", "model"
+
+
+def reserve_s(problem: Problem, policy: Policy) -> float:
+    """Seconds kept after the search for decode, pending reasons and verify, which count against the
+    limit too (measured at 1,024 nodes / 3,072 jobs with MIG or teams: 1.2 s after a search that ends on time)."""
+    return min(0.25 * policy.time_limit_s, 0.05 + 3.5e-4 * len(problem.jobs) + 1.5e-4 * problem.n_nodes)
 
 
 def placement_from(ctx: ModelContext, values: dict[int, int]) -> Placement:

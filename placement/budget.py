@@ -1,0 +1,54 @@
+"""The call's time limit, shared out by phase, and what each phase used.
+
+`policy.time_limit_s` promises the whole call: indexing, the greedy plan, the model, the search,
+decoding, explanations and verification. The search is the only phase that can use any time it is
+given, so the others are sized before they run: the model gets as many (task, node) pairs as the
+time left can compile, and the search stops early enough for decode and verify to finish.
+
+Deterministic mode never reads the wall clock for a decision (the same request gives the same
+plan on any machine): the pair budget comes from the limit alone, at a measured compile rate.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+#: (task, node) pairs one second compiles, measured on 2 cores at 4,096 nodes (candidate ranking plus
+#: every module's variables and rows, ~40 µs a pair), kept low so slower machines stay within the limit.
+PAIRS_PER_S = 20_000
+#: Share of the time left after the greedy plan that the model's compile may take.
+COMPILE_SHARE = 0.3
+#: Phases in the order a call runs them (the plan reports each one's seconds).
+PHASES = ("problem", "greedy", "compile", "bound", "search", "decode", "verify")
+
+
+@dataclass
+class Budget:
+    """Seconds of one call: when it started, its limit, and the seconds each phase took so far."""
+
+    limit_s: float
+    deterministic: bool = False
+    start: float = field(default_factory=time.perf_counter)
+    phases: dict[str, float] = field(default_factory=dict)
+    _mark: float | None = None
+
+    def used(self) -> float:
+        return time.perf_counter() - self.start
+
+    def left(self) -> float:
+        return self.limit_s - self.used()
+
+    def lap(self, phase: str) -> float:
+        """Close `phase` (time since the last lap, or since the start) and return its seconds."""
+        now = time.perf_counter()
+        seconds = now - (self.start if self._mark is None else self._mark)
+        self._mark = now
+        self.phases[phase] = round(self.phases.get(phase, 0.0) + seconds, 4)
+        return seconds
+
+    def pairs(self, reserve_s: float) -> int:
+        """(task, node) pairs the model may have: what COMPILE_SHARE of the time left compiles, after
+        `reserve_s` kept for decode and verify. Deterministic mode counts from the limit alone."""
+        left = self.limit_s if self.deterministic else self.left()
+        return max(0, int(COMPILE_SHARE * max(0.0, left - reserve_s) * PAIRS_PER_S))

@@ -1,0 +1,152 @@
+"""The class relaxation bounds every valid plan, restricted model or not, and plan() reports it."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from placement import candidates, plan, pricing, reservation, screen, timeline
+from placement import compile as compiler
+from placement.api import parse
+from placement.baseline import greedy
+from placement.compile.context import ModelContext
+from placement.generate import generate
+from placement.search import bound, solve
+from placement.verify import verify
+
+LIBRARY = Path(__file__).resolve().parent.parent / "instances" / "library"
+
+
+def _load(name: str) -> dict[str, Any]:
+    path = LIBRARY / name
+    if path.suffix == ".gz":
+        with gzip.open(path, "rt") as handle:
+            return json.load(handle)
+    return json.loads(path.read_text())
+
+
+def _contexts(data: dict[str, Any], max_pairs: int) -> tuple[ModelContext, ModelContext, float]:
+    """(whole model, model restricted to `max_pairs` pairs, greedy objective) for one request."""
+    req = parse(data)
+    planned, _ = timeline.without_overdue(req)
+    problem = reservation.attach(screen.build_problem(planned))
+    base = greedy(problem, pricing.held_back(req, problem.nodes, problem.free))
+    whole = compiler.build(problem)
+    kept = candidates.select(problem, base, max_pairs=max_pairs, min_per_task=0)
+    restricted = compiler.build(problem, kept)
+    values = whole.assignment_of(base)
+    return whole, restricted, sum(whole.objective.values(lambda v: values[v.index]).values())
+
+
+def _optimum(ctx: ModelContext) -> float:
+    """The whole model solved to optimality (small requests only)."""
+    policy = ctx.problem.request.policy.model_copy(update={"time_limit_s": 60, "workers": 2,
+                                                           "deterministic": False})
+    result = solve.run(ctx, policy, 60.0)
+    assert result.status == "OPTIMAL"
+    return float(result.objective)
+
+
+def _assert_bounds(data: dict[str, Any]) -> tuple[float, bound.Bound, bound.Bound]:
+    whole, restricted, greedy_value = _contexts(data, max_pairs=40)
+    best = _optimum(whole)
+    assert greedy_value <= best + 1e-6
+    from_whole = bound.relaxation(whole, greedy_value, 10.0)
+    from_restricted = bound.relaxation(restricted, greedy_value, 10.0)
+    assert from_whole is not None and from_restricted is not None
+    assert from_whole.value >= best - 1e-6
+    assert from_restricted.value >= best - 1e-6
+    return best, from_whole, from_restricted
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), nodes=st.integers(2, 10), jobs=st.integers(1, 40))
+def test_the_relaxation_bounds_the_optimum_from_whole_and_restricted_models(seed: int, nodes: int, jobs: int) -> None:
+    data = generate(nodes, jobs, seed)
+    data["policy"] = {"time_limit_s": 5, "workers": 1, "seed": 0}
+    _assert_bounds(data)
+
+
+def test_the_relaxation_bounds_priced_spot_requests_where_prices_vary_by_node() -> None:
+    data = _load("spot-S.json")
+    best, _, from_restricted = _assert_bounds(data)
+    assert from_restricted.value < 2 * abs(best) + 1  # priced rows credit unseen nodes their ceiling, not more
+
+
+def test_the_bound_is_tight_when_capacity_binds_on_one_pile_of_gpus() -> None:
+    # ten 1-GPU jobs worth the same, eight free GPUs on one node: at most 8 of them run
+    data = {"cluster": {"nodes": [{"name": "a", "gpu_model": "H100-SXM5-80GB", "gpus": 8, "cpu": 96,
+                                   "memory_gib": 1024}]},
+            "jobs": [{"name": f"j{i}", "tasks": [{"name": "main", "gpus": 1, "cpu": 1, "memory_gib": 1}]}
+                     for i in range(10)],
+            "policy": {"time_limit_s": 5, "workers": 1}}
+    whole, _, greedy_value = _contexts(data, max_pairs=40)
+    found = bound.relaxation(whole, greedy_value, 5.0)
+    assert found is not None
+    # 8 of 10 jobs (not 10): the one penalty dropped is breaking the whole free node (fragmentation)
+    assert found.value == pytest.approx(8.0, rel=1e-6)
+    assert _optimum(whole) <= found.value
+
+
+def test_classes_price_pools_apart() -> None:
+    # Pool a is oversubscribed by jobs that may only run there; pool b sits idle. One pile of GPUs would
+    # let every job run; the classes see that pool a holds only 8.
+    def node(name: str, pool: str) -> dict[str, Any]:
+        return {"name": name, "pool": pool, "gpu_model": "H100-SXM5-80GB", "gpus": 8, "cpu": 96, "memory_gib": 1024,
+                "labels": {"pool": pool}}
+
+    data = {"cluster": {"pools": [{"name": "a"}, {"name": "b"}], "nodes": [node("a1", "a"), node("b1", "b")]},
+            "jobs": [{"name": f"j{i}", "tasks": [{"name": "main", "gpus": 1, "cpu": 1, "memory_gib": 1,
+                                                   "node_selector": {"pool": "a"}}]} for i in range(16)],
+            "policy": {"time_limit_s": 5, "workers": 1}}
+    whole, _, greedy_value = _contexts(data, max_pairs=40)
+    best = _optimum(whole)
+    found = bound.relaxation(whole, greedy_value, 5.0)
+    assert found is not None
+    assert best - 1e-6 <= found.value <= 8.0 + 1e-6  # pool a holds 8, not 16
+
+
+def test_a_node_varying_reward_without_ceiling_gives_no_bound() -> None:
+    data = generate(8, 12, 5)
+    data["policy"] = {"time_limit_s": 5, "workers": 1}
+    req = parse(data)
+    problem = screen.build_problem(req)
+    base = greedy(problem, pricing.held_back(req, problem.nodes, problem.free))
+    ctx = compiler.build(problem, candidates.select(problem, base, max_pairs=1, min_per_task=2))
+    t = next(t for t, row in enumerate(ctx.x) if 1 < len(row) < problem.tasks[t].candidates.size)
+    ctx.objective.add("same_everywhere", ctx.x[t], [1.0] * len(ctx.x[t]))
+    assert bound.relaxation(ctx, 0.0, 5.0) is not None
+    ctx.objective.add("by_node", ctx.x[t], [float(i + 1) for i in range(len(ctx.x[t]))])
+    assert bound.relaxation(ctx, 0.0, 5.0) is None  # an unseen node might pay more than any seen one
+    ctx.objective.add("by_node_with_ceiling", ctx.x[t], [1.0] * len(ctx.x[t]), ceiling=1.0)
+    assert bound.relaxation(ctx, 0.0, 5.0) is None  # still: the row without a ceiling decides
+
+
+def test_plan_reports_the_relaxation_when_the_model_is_restricted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(candidates, "MAX_PAIRS", 60)
+    data = generate(24, 60, 3)
+    data["policy"] = {"time_limit_s": 3, "workers": 1, "deterministic": True}
+    result = plan(data)
+    stats = result.solver
+    assert stats.restricted
+    assert stats.bound_kind == "relaxation"
+    assert stats.bound is not None and stats.bound >= result.objective.total - 1e-6
+    assert stats.gap == pytest.approx(max(0.0, stats.bound - result.objective.total) / abs(stats.bound), abs=1e-6)
+    assert set(stats.phases) <= {"problem", "greedy", "compile", "bound", "search", "decode", "verify"}
+    assert {"problem", "greedy", "compile", "bound", "search", "decode", "verify"} <= set(stats.phases)
+    assert verify(parse(data), result) == []
+
+
+def test_plan_keeps_the_model_bound_when_every_task_saw_every_node() -> None:
+    data = generate(6, 10, 2)
+    data["policy"] = {"time_limit_s": 3, "workers": 1, "deterministic": True}
+    stats = plan(data).solver
+    assert not stats.restricted
+    assert stats.bound_kind == "model"
+    assert "bound" not in stats.phases
