@@ -49,10 +49,12 @@ def plan(request: PlacementRequest | dict[str, Any], *, log: Callable[[str], Non
     baseline = greedy(problem, pricing.held_back(req, problem.nodes, problem.free))  # reserve honoured
     budget.lap("greedy")
 
-    # the model gets the pairs the time left can compile, after decode and verify's share
+    # The model gets the pairs the time left can compile, after decode and verify's share; out of time,
+    # only the greedy plan's own pairs (the model then just scores it, and the search is skipped).
     affordable = budget.pairs(search.reserve_s(problem, req.policy))
+    per_task = affordable // max(1, len(problem.tasks))
     kept = candidates.select(problem, baseline, max_pairs=min(candidates.MAX_PAIRS, affordable),
-                             min_per_task=min(candidates.MIN_PER_TASK, affordable // max(1, len(problem.tasks))))
+                             min_per_task=min(candidates.MIN_PER_TASK, max(1, per_task)) if affordable else 0)
     ctx = compiler.build(problem, kept)
     found = search.run(ctx, baseline, budget, log=log, stop=stop)
     out = decode(problem, found.placement, found.terms, found.status, found.stats)  # in the request's own names

@@ -28,8 +28,9 @@ def select(problem: Problem, baseline: Placement, max_pairs: int = MAX_PAIRS,
            min_per_task: int = MIN_PER_TASK) -> list[np.ndarray]:
     """Candidate nodes per task: all of them within `max_pairs`, else each task's best-fit share.
 
-    `min_per_task` is the floor of that share; a caller short of time lowers it (0 keeps only the
-    nodes the greedy plan used, so the model scores that plan and little more).
+    `min_per_task` is the floor of that share; a caller short of time lowers it (1 still shows every
+    term's value for every task, which the whole-problem bound needs; 0 keeps only the nodes the greedy
+    plan used, so the model scores that plan and nothing more).
     """
     full = [t.candidates for t in problem.tasks]
     total = sum(c.size for c in full)
@@ -40,35 +41,42 @@ def select(problem: Problem, baseline: Placement, max_pairs: int = MAX_PAIRS,
     for (t, n), k in baseline.counts.items():
         if k:
             used.setdefault(t, set()).add(n)
-    ranked: dict[tuple[int, bytes], np.ndarray] = {}  # tasks with one candidate list and demand rank alike
+    ranking = _best_fit_ranking(problem)
+    ordered: dict[int, np.ndarray] = {}  # tasks sharing one candidate array rank its nodes alike
     out = []
     for t, task in enumerate(problem.tasks):
         cand = task.candidates
-        nodes_needed = math.ceil(task.replicas / max(1, int(np.median(task.max_per_node)))) if cand.size else 0
-        keep = max(share, 2 * nodes_needed) if share else 1  # one node at least: every term shows its value
+        if cand.size == 0 or task.replicas == 1:
+            nodes_needed = int(cand.size > 0)
+        else:
+            nodes_needed = math.ceil(task.replicas / max(1, int(np.median(task.max_per_node))))
+        keep = max(share, 2 * nodes_needed) if share else 0
         if cand.size <= keep:
             out.append(cand)
             continue
         chosen = set(used.get(t, set()))
-        if keep:
-            key = (id(cand), task.demand.tobytes())
-            if key not in ranked:
-                ranked[key] = _best_fit_order(problem, cand, task.demand)
-            order = ranked[key]
-            best = order[: keep * 3 // 4]
-            rest = order[keep * 3 // 4:]
-            spread = rest[np.linspace(0, rest.size - 1, num=min(rest.size, keep - best.size)).astype(int)]
-            chosen |= set(cand[best].tolist()) | set(cand[spread].tolist())
+        if not keep:
+            out.append(np.array(sorted(chosen), dtype=np.int64))
+            continue
+        if id(cand) not in ordered:
+            inside = np.zeros(problem.n_nodes, dtype=bool)
+            inside[cand] = True
+            ordered[id(cand)] = ranking[inside[ranking]]
+        order = ordered[id(cand)]
+        best = order[: keep * 3 // 4]
+        rest = order[keep * 3 // 4:]
+        spread = rest[np.linspace(0, rest.size - 1, num=min(rest.size, keep - best.size)).astype(int)]
+        chosen |= set(best.tolist()) | set(spread.tolist())
         out.append(np.array(sorted(chosen), dtype=np.int64))
     return coherent_candidates(problem, baseline.counts, out)  # gangs with topology: whole domains
 
 
-def _best_fit_order(problem: Problem, cand: np.ndarray, demand: np.ndarray) -> np.ndarray:
-    """Positions in `cand`, best fit first: fewest GPUs (then CPUs) left after one pod; CPU-only pods
-    prefer GPU-less nodes."""
-    free = problem.free[cand]
-    primary = free[:, 0] - demand[0] if demand[0] > 0 else free[:, 0]
-    return np.lexsort((cand, free[:, 1] - demand[1], primary))
+def _best_fit_ranking(problem: Problem) -> np.ndarray:
+    """Every node, best fit first: fewest free GPUs (then CPUs) left after one pod, the same order for
+    every task because its demand shifts all nodes alike (CPU-only pods also prefer the fewest GPUs,
+    GPU-less nodes first); ties by node index."""
+    free = problem.free
+    return np.lexsort((np.arange(problem.n_nodes), free[:, 1], free[:, 0]))
 
 
 #: Domains each topology gang keeps when candidate lists are trimmed (docs/solver.md §4: offering

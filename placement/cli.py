@@ -57,7 +57,7 @@ def summary(plan: Plan) -> str:
     gpus = f"{whole} whole GPUs" + (f", {mig} MIG instances" if mig else "") + (
         f", {shared} shared-GPU pods" if shared else "")
     s = plan.solver
-    gap = "n/a" if s.gap is None else f"{100 * s.gap:.2f}%"
+    gap = "n/a" if s.gap is None else f"{100 * s.gap:.2f}% (to the {s.bound_kind} bound)"
     lines = [
         f"status {plan.status} ({s.mode}, winner: {s.winner}); objective {_num(plan.objective.total)} "
         f"(greedy {_num(s.baseline_objective)}); gap {gap}",
@@ -67,6 +67,10 @@ def summary(plan: Plan) -> str:
         f"model {s.variables} variables, {s.constraints} constraints; first plan {s.first_plan_s}s, "
         f"build {s.build_s}s, total {s.wall_s}s, workers {s.workers}, seed {s.seed}",
     ]
+    if s.phases:
+        lines.append("phases: " + ", ".join(f"{k} {v:.2f}s" for k, v in s.phases.items()))
+    if s.note:
+        lines.append(f"note: {s.note}")
     if plan.preemptions or plan.teams:
         fairness = "n/a" if plan.fairness_index is None else f"{plan.fairness_index:g}"
         lines.append(f"preempted {len(plan.preemptions)} jobs; {len(plan.teams)} teams, fairness index (Jain) "

@@ -14,13 +14,14 @@ from placement.problem import DIMS
 
 def apply(ctx: ModelContext) -> None:
     problem = ctx.problem
+    demands = ctx.demands
     for n, pairs in enumerate(ctx.node_terms()):
         if not pairs:
             continue
         variables = [var for var, _, _ in pairs]
         released = ctx.released(n)
         for d in range(len(DIMS)):
-            coefs = [int(problem.tasks[t].demand[d]) for _, t, _ in pairs]
+            coefs = [demands[t][d] for _, t, _ in pairs]
             worst = sum(c * ub for c, (_, _, ub) in zip(coefs, pairs, strict=True))
             if worst <= problem.free[n, d]:
                 continue  # cannot overflow: no row needed

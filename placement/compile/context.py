@@ -89,14 +89,18 @@ class ModelContext:
         self._hint_rules: list[Callable[[ModelContext, Placement, dict[int, int]], None]] = []
         self._read_rules: list[Callable[[ModelContext, dict[int, int], Placement], None]] = []
         for t, task in enumerate(problem.tasks):
-            cap = dict(zip(task.candidates.tolist(), task.max_per_node.tolist(), strict=True))
-            bounds = [cap[int(n)] for n in self.candidates[t]]
+            # candidates are ascending subsets of the task's own (placement.candidates)
+            at = np.minimum(np.searchsorted(task.candidates, self.candidates[t]), max(0, task.candidates.size - 1))
+            if not np.array_equal(task.candidates[at] if task.candidates.size else at, self.candidates[t]):
+                raise ValueError(f"candidate nodes of task {t} are not among its own candidates")
+            bounds = task.max_per_node[at].tolist() if task.candidates.size else []
             self.upper.append(bounds)
             self.x.append([
                 self.model.new_int_var(0, ub, f"x[{t},{int(n)}]")
                 for ub, n in zip(bounds, self.candidates[t], strict=True)
             ])
         self._per_node: list[list[tuple[cp_model.IntVar, int, int]]] | None = None
+        self._demands: list[list[int]] | None = None
         #: node -> (count of its idle whole GPUs the plan partitions, upper bound), from compile/mig.py, then
         #: the ones it shares, from compile/sharing.py: rules that count whole free GPUs (the peak reserve)
         #: must see them go
@@ -113,6 +117,14 @@ class ModelContext:
             r: self.model.new_bool_var(f"evicted[{r}]") for r in _preemptable(problem)
         }
         self._released: dict[int, list[tuple[cp_model.IntVar, np.ndarray]]] | None = None
+
+    @property
+    def demands(self) -> list[list[int]]:
+        """Per task, its pod's demand (GPUs, milli-CPU, MiB) as Python ints: rows built per node read it
+        for every pair, where numpy scalars cost a hundred times more."""
+        if self._demands is None:
+            self._demands = [task.demand.tolist() for task in self.problem.tasks]
+        return self._demands
 
     def task_pods(self, t: int) -> cp_model.LinearExprT:
         return cp_model.LinearExpr.sum(self.x[t])

@@ -23,12 +23,15 @@ def apply(ctx: ModelContext) -> None:
     weight = problem.request.policy.weights.fragmentation
     empty = problem.gpu_empty()
     broken: dict[int, cp_model.IntVar] = {}
+    demands = ctx.demands
     for n, pairs in enumerate(ctx.node_terms()):
-        gpu_pairs = [(v, t) for v, t, _ in pairs if problem.tasks[t].demand[0] > 0]
-        if not empty[n] or not gpu_pairs or weight == 0:
+        if not empty[n] or weight == 0:
+            continue
+        gpu_pairs = [(v, t) for v, t, _ in pairs if demands[t][0] > 0]
+        if not gpu_pairs:
             continue
         b = ctx.model.new_bool_var(f"broken[{n}]")
-        coefs = [int(problem.tasks[t].demand[0]) for _, t in gpu_pairs]
+        coefs = [demands[t][0] for _, t in gpu_pairs]
         ctx.model.add(cp_model.LinearExpr.weighted_sum([v for v, _ in gpu_pairs], coefs)
                       <= int(problem.capacity[n, 0]) * b)
         broken[n] = b

@@ -68,7 +68,8 @@ def apply(ctx: ModelContext) -> None:
             assert p is not None, "candidate filtering keeps only nodes offering the profile"
             wants.setdefault(n, []).append((var, p.name))
             pods_on.setdefault(n, []).append((var, ub, t))
-    whole = {n: [(v, int(problem.tasks[t].demand[0])) for v, t, _ in pairs if problem.tasks[t].demand[0] > 0]
+    demands = ctx.demands
+    whole = {n: [(v, demands[t][0]) for v, t, _ in pairs if demands[t][0] > 0]
              for n, pairs in enumerate(ctx.node_terms())}
     nodes = set(wants)
     if view.changes:

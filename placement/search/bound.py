@@ -15,8 +15,8 @@ plan for the whole cluster. This module bounds the objective of *every* valid pl
   ...) is bounded by the best value its variables' domains allow. Where the model was restricted,
   a node a task never saw is credited the task's coefficient where a term gives every node the
   same, else the ceiling the term declared for the row (prices: 0); a varying coefficient without
-  one gives no bound. Every task with candidates keeps at least one node in the model, so every
-  term has shown its coefficient for every task.
+  one gives no bound. Every task with candidates must keep at least one node in the model (so
+  every term has shown its coefficient for every task); otherwise there is no bound.
 
 Dropped on purpose, each a relaxation: topology, quota caps, reservations, MIG and sharing
 layouts, per-node packing inside a class. The bound is solved by CP-SAT on the aggregated model
@@ -26,6 +26,7 @@ valid whenever it stops.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from dataclasses import dataclass
@@ -69,7 +70,8 @@ def relaxation(ctx: ModelContext, lower: float, budget_s: float, *, iterations: 
 
     `lower` is the value of a plan known to be valid (the greedy one): it steers the step sizes and
     stops the descent once the bound meets it. `iterations` bounds the work; `budget_s` stops it early
-    on a slow machine (deterministic callers pass a budget that never binds).
+    on a slow machine (deterministic callers pass a budget that never binds). The starting prices are
+    always evaluated: they alone give a valid bound.
     """
     start = time.perf_counter()
     parts = _objective_parts(ctx)
@@ -81,7 +83,7 @@ def relaxation(ctx: ModelContext, lower: float, budget_s: float, *, iterations: 
     mu = np.zeros_like(relaxed.pods_cap)
     theta, stale = THETA, 0
     target = lower * SCALE
-    while steps < iterations and time.perf_counter() - start < budget_s:
+    while steps < max(1, iterations) and (steps == 0 or time.perf_counter() - start < budget_s):
         value, g_lam, g_mu = relaxed.dual(lam, mu)
         steps += 1
         if not math.isfinite(best) or value < best - 1e-9 * abs(best):
@@ -96,6 +98,8 @@ def relaxation(ctx: ModelContext, lower: float, budget_s: float, *, iterations: 
         step = theta * max(value - target, 1e-9 * max(1.0, abs(value))) / norm
         lam = np.maximum(0.0, lam - step * g_lam)
         mu = np.maximum(0.0, mu - step * g_mu)
+    if not math.isfinite(best):
+        return None
     return Bound(best / SCALE, RELAXATION, relaxed.capacity.shape[0], relaxed.demand.shape[0], steps,
                  time.perf_counter() - start)
 
@@ -229,6 +233,8 @@ def _sum_by(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
 def _objective_parts(ctx: ModelContext) -> tuple[dict[int, int], dict[int, int], int] | None:
     """(best scaled coefficient per pod of each task, per `placed` of each job, bound of the rest), or None
     when a term's coefficient varies by node without a ceiling for the nodes the model did not show."""
+    if any(task.candidates.size and not row for task, row in zip(ctx.problem.tasks, ctx.x, strict=True)):
+        return None  # a task the model never showed: its terms' values are unknown
     x_task = {var.index: t for t, row in enumerate(ctx.x) for var in row}
     placed_job = {var.index: j for j, var in enumerate(ctx.placed)}
     rest: dict[int, int] = {}
@@ -273,8 +279,8 @@ def _kinds(ctx: ModelContext) -> tuple[list[list[int]], list[int]]:
         if not task.candidates.size:
             continue
         ident = id(task.candidates)
-        if ident not in by_array:
-            by_array[ident] = task.candidates.tobytes()
+        if ident not in by_array:  # a digest, not the bytes: thousands of node lists would not fit in memory
+            by_array[ident] = hashlib.blake2b(task.candidates.tobytes(), digest_size=20).digest()
         key = (tuple(task.demand.tolist()), by_array[ident])
         k = groups.setdefault(key, len(kinds))
         if k == len(kinds):

@@ -70,17 +70,24 @@ def run(ctx: ModelContext, baseline: Placement, budget: Budget, *,
     # The model's own bound covers the whole problem only when every task saw every node and one model
     # is solved; otherwise the class relaxation bounds it (placement.search.bound).
     relaxed = None
-    if restricted or len(ctx.model.proto.variables) > lns.LNS_ABOVE:
+    out_of_time = not policy.deterministic and budget.left() <= reserve_s(ctx.problem, policy)
+    if not out_of_time and (restricted or len(ctx.model.proto.variables) > lns.LNS_ABOVE):
         relaxed = bound.relaxation(ctx, baseline_score, BOUND_SHARE * policy.time_limit_s
                                    if not policy.deterministic else float("inf"))
         budget.lap("bound")
-    if relaxed is not None and relaxed.value - baseline_score <= policy.relative_gap_limit * abs(relaxed.value) + 1e-9:
-        # nothing left to find: the greedy plan is proven within the requested gap
+    proven = (relaxed is not None
+              and relaxed.value - baseline_score <= policy.relative_gap_limit * abs(relaxed.value) + 1e-9)
+    if proven or out_of_time:
+        # nothing left to find (the greedy plan is proven within the requested gap), or no time to look
         result = solve.SolveResult("SKIPPED", None, baseline_score, None, 0.0,
                                    "deterministic" if policy.deterministic else "wall-clock")
         chosen, winner, search = baseline, "baseline", "none"
+        note = ("the greedy plan is within the gap limit of the bound; no search needed" if proven else
+                f"the greedy plan: {budget.used():.2f} s of the {policy.time_limit_s:g} s limit were gone before "
+                "the search, and decode and verify need the rest")
     else:
         result, chosen, winner, search = _search(ctx, policy, baseline, baseline_score, start, log=log, stop=stop)
+        note = None
     budget.lap("search")
     values = baseline_values if chosen is baseline else ctx.assignment_of(chosen)
     if winner == "solver" and policy.priority_mode == "strict" and _trades_down(ctx, chosen, values, baseline,
@@ -108,7 +115,7 @@ def run(ctx: ModelContext, baseline: Placement, budget: Budget, *,
         first_plan_s=round(budget.phases.get("problem", 0.0) + budget.phases.get("greedy", 0.0), 4),
         variables=len(ctx.model.proto.variables), constraints=len(ctx.model.proto.constraints),
         workers=policy.workers, seed=policy.seed, mode=result.mode, winner=winner,
-        baseline_objective=round(greedy_score, 6), search=search, restricted=restricted,
+        baseline_objective=round(greedy_score, 6), search=search, restricted=restricted, note=note,
     )
     return Found(chosen, terms, status, stats)
 
