@@ -54,7 +54,8 @@ def plan(request: PlacementRequest | dict[str, Any], *, log: Callable[[str], Non
     affordable = budget.pairs(search.reserve_s(problem, req.policy))
     per_task = affordable // max(1, len(problem.tasks))
     kept = candidates.select(problem, baseline, max_pairs=min(candidates.MAX_PAIRS, affordable),
-                             min_per_task=min(candidates.MIN_PER_TASK, max(1, per_task)) if affordable else 0)
+                             min_per_task=0 if not affordable else 1 if per_task < candidates.MIN_PER_TASK
+                             else candidates.MIN_PER_TASK)
     ctx = compiler.build(problem, kept)
     found = search.run(ctx, baseline, budget, log=log, stop=stop)
     out = decode(problem, found.placement, found.terms, found.status, found.stats)  # in the request's own names

@@ -22,6 +22,8 @@ from placement.solution import Placement
 MAX_PAIRS = 20_000
 #: Nodes every task keeps at least, beyond what its gang needs.
 MIN_PER_TASK = 12
+#: Share of the pairs kept for repairs (`_repairs`) when each task's share is below MIN_PER_TASK.
+REPAIR_SHARE = 0.25
 
 
 def select(problem: Problem, baseline: Placement, max_pairs: int = MAX_PAIRS,
@@ -36,11 +38,16 @@ def select(problem: Problem, baseline: Placement, max_pairs: int = MAX_PAIRS,
     total = sum(c.size for c in full)
     if total <= max_pairs:
         return full
-    share = max(min_per_task, max_pairs // max(1, len(problem.tasks)))
     used: dict[int, set[int]] = {}
     for (t, n), k in baseline.counts.items():
         if k:
             used.setdefault(t, set()).add(n)
+    # beyond the greedy plan's own pairs, each task's best fits, with a share kept for repairs when tight
+    shared = max_pairs - sum(len(nodes) for nodes in used.values())
+    share = max(0, shared) // max(1, len(problem.tasks))
+    if share < MIN_PER_TASK:
+        share = int((1 - REPAIR_SHARE) * max(0, shared)) // max(1, len(problem.tasks))
+    share = max(min_per_task, share)
     ranking = _best_fit_ranking(problem)
     ordered: dict[int, np.ndarray] = {}  # tasks sharing one candidate array rank its nodes alike
     out = []
@@ -50,7 +57,7 @@ def select(problem: Problem, baseline: Placement, max_pairs: int = MAX_PAIRS,
             nodes_needed = int(cand.size > 0)
         else:
             nodes_needed = math.ceil(task.replicas / max(1, int(np.median(task.max_per_node))))
-        keep = max(share, 2 * nodes_needed) if share else 0
+        keep = (max(share, 2 * nodes_needed) if share >= MIN_PER_TASK else max(share, nodes_needed)) if share else 0
         if cand.size <= keep:
             out.append(cand)
             continue
@@ -68,7 +75,59 @@ def select(problem: Problem, baseline: Placement, max_pairs: int = MAX_PAIRS,
         spread = rest[np.linspace(0, rest.size - 1, num=min(rest.size, keep - best.size)).astype(int)]
         chosen |= set(best.tolist()) | set(spread.tolist())
         out.append(np.array(sorted(chosen), dtype=np.int64))
+    spare = max_pairs - sum(c.size for c in out)
+    if spare > 0:
+        out = _repairs(problem, baseline, out, spare, ranking, used)
     return coherent_candidates(problem, baseline.counts, out)  # gangs with topology: whole domains
+
+
+#: Nodes a waiting job is offered for a repair, beyond the ones its gang needs; nodes offered to each
+#: pod the greedy plan put there, to move out to.
+REPAIR_NODES = 2
+REPAIR_EXITS = 6
+
+
+def _repairs(problem: Problem, baseline: Placement, out: list[np.ndarray], spare: int, ranking: np.ndarray,
+             used: dict[int, set[int]]) -> list[np.ndarray]:
+    """Spend `spare` pairs where the greedy plan is weakest: the most valuable waiting jobs (priority,
+    then GPUs) get their best-fit nodes, and the pods the greedy plan put on those nodes get nodes with
+    room left after it, to move out to. A share of nodes per task rarely holds such a swap: the
+    waiting gang's nodes are full, and the pods there only see their own best fits, full too."""
+    placed = baseline.placed_jobs(problem)
+    waiting = [j for j in range(len(problem.jobs)) if j not in placed
+               and all(problem.tasks[t].candidates.size for t in problem.job_tasks[j])]
+    if not waiting:
+        return out
+    waiting.sort(key=lambda j: (-problem.jobs[j].priority, -problem.job_gpus(j), j))
+    room = problem.free - baseline.usage(problem)  # what the greedy plan leaves
+    on_node: dict[int, list[int]] = {}
+    for (t, n), k in sorted(baseline.counts.items()):
+        if k:
+            on_node.setdefault(n, []).append(t)
+    extra = [set(c.tolist()) for c in out]
+    for j in waiting:
+        for t in problem.job_tasks[j]:
+            task = problem.tasks[t]
+            inside = np.zeros(problem.n_nodes, dtype=bool)
+            inside[task.candidates] = True
+            nodes = ranking[inside[ranking]][: math.ceil(task.replicas / max(1, int(task.max_per_node.max())))
+                                             + REPAIR_NODES]
+            for n in nodes.tolist():
+                if n not in extra[t]:
+                    extra[t].add(n)
+                    spare -= 1
+                for other in on_node.get(n, []):
+                    spec = problem.tasks[other]
+                    fits = np.all(room[spec.candidates] >= spec.demand, axis=1)
+                    exits = spec.candidates[fits]
+                    exits = exits[np.argsort(room[exits, 0], kind="stable")][:REPAIR_EXITS]
+                    for e in exits.tolist():
+                        if e not in extra[other]:
+                            extra[other].add(e)
+                            spare -= 1
+        if spare <= 0:
+            break
+    return [np.array(sorted(c), dtype=np.int64) for c in extra]
 
 
 def _best_fit_ranking(problem: Problem) -> np.ndarray:

@@ -38,7 +38,7 @@ def _contexts(data: dict[str, Any], max_pairs: int) -> tuple[ModelContext, Model
     problem = reservation.attach(screen.build_problem(planned))
     base = greedy(problem, pricing.held_back(req, problem.nodes, problem.free))
     whole = compiler.build(problem)
-    kept = candidates.select(problem, base, max_pairs=max_pairs, min_per_task=0)
+    kept = candidates.select(problem, base, max_pairs=max_pairs, min_per_task=1)
     restricted = compiler.build(problem, kept)
     values = whole.assignment_of(base)
     return whole, restricted, sum(whole.objective.values(lambda v: values[v.index]).values())
@@ -126,6 +126,17 @@ def test_a_node_varying_reward_without_ceiling_gives_no_bound() -> None:
     assert bound.relaxation(ctx, 0.0, 5.0) is None  # an unseen node might pay more than any seen one
     ctx.objective.add("by_node_with_ceiling", ctx.x[t], [1.0] * len(ctx.x[t]), ceiling=1.0)
     assert bound.relaxation(ctx, 0.0, 5.0) is None  # still: the row without a ceiling decides
+
+
+def test_no_bound_when_a_task_has_no_node_in_the_model() -> None:
+    data = generate(16, 60, 4)
+    data["policy"] = {"time_limit_s": 5, "workers": 1}
+    req = parse(data)
+    problem = screen.build_problem(req)
+    base = greedy(problem, pricing.held_back(req, problem.nodes, problem.free))
+    scored = compiler.build(problem, candidates.select(problem, base, max_pairs=1, min_per_task=0))
+    assert any(task.candidates.size and not row for task, row in zip(problem.tasks, scored.x, strict=True))
+    assert bound.relaxation(scored, 0.0, 5.0) is None  # its terms never showed their value for that task
 
 
 def test_plan_reports_the_relaxation_when_the_model_is_restricted(monkeypatch: pytest.MonkeyPatch) -> None:
