@@ -85,6 +85,8 @@ def select(problem: Problem, baseline: Placement, max_pairs: int = MAX_PAIRS,
 #: pod the greedy plan put there, to move out to.
 REPAIR_NODES = 2
 REPAIR_EXITS = 6
+#: Waiting jobs offered repairs at most (each costs a pass over its candidate nodes).
+REPAIR_JOBS = 256
 
 
 def _repairs(problem: Problem, baseline: Placement, out: list[np.ndarray], spare: int, ranking: np.ndarray,
@@ -98,8 +100,9 @@ def _repairs(problem: Problem, baseline: Placement, out: list[np.ndarray], spare
                and all(problem.tasks[t].candidates.size for t in problem.job_tasks[j])]
     if not waiting:
         return out
-    waiting.sort(key=lambda j: (-problem.jobs[j].priority, -problem.job_gpus(j), j))
+    waiting = sorted(waiting, key=lambda j: (-problem.jobs[j].priority, -problem.job_gpus(j), j))[:REPAIR_JOBS]
     room = problem.free - baseline.usage(problem)  # what the greedy plan leaves
+    exits_of: dict[int, list[int]] = {}
     on_node: dict[int, list[int]] = {}
     for (t, n), k in sorted(baseline.counts.items()):
         if k:
@@ -117,11 +120,11 @@ def _repairs(problem: Problem, baseline: Placement, out: list[np.ndarray], spare
                     extra[t].add(n)
                     spare -= 1
                 for other in on_node.get(n, []):
-                    spec = problem.tasks[other]
-                    fits = np.all(room[spec.candidates] >= spec.demand, axis=1)
-                    exits = spec.candidates[fits]
-                    exits = exits[np.argsort(room[exits, 0], kind="stable")][:REPAIR_EXITS]
-                    for e in exits.tolist():
+                    if other not in exits_of:
+                        spec = problem.tasks[other]
+                        exits = spec.candidates[np.all(room[spec.candidates] >= spec.demand, axis=1)]
+                        exits_of[other] = exits[np.argsort(room[exits, 0], kind="stable")][:REPAIR_EXITS].tolist()
+                    for e in exits_of[other]:
                         if e not in extra[other]:
                             extra[other].add(e)
                             spare -= 1
