@@ -156,6 +156,8 @@ class SolverStats(PlanModel):
         "model", description="one whole CP-SAT model, LNS windows over it, windows after the model found nothing, "
                              "or none: the bound proved the greedy plan good enough, or no time was left")
     note: str | None = Field(None, max_length=300, description="why the search was skipped, said plainly")
+    rounds: int = Field(1, ge=1, le=100, description="trimmed models solved one after another, each around the "
+                                                     "last one's plan (big clusters, time to spare)")
     phases: dict[Literal["problem", "greedy", "compile", "bound", "search", "decode", "verify"], float] = Field(
         default_factory=dict, description="seconds each phase of the call took (policy.time_limit_s bounds their sum)")
     restricted: bool = Field(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from placement_models import PlacementRequest, Plan
@@ -26,6 +27,20 @@ from placement.baseline import greedy
 from placement.budget import Budget
 from placement.decode import decode, schedule
 from placement.verify import check
+
+#: Rounds of trimming and solving at most (wall-clock mode; deterministic mode runs one).
+MAX_ROUNDS = 4
+
+
+def _another_round(found: search.Found, budget: Budget, reserve: float, stop: threading.Event | None,
+                   rounds: int) -> bool:
+    """Would another round of trimming and solving pay? Only after a trimmed model was solved to its own
+    optimum (more time on it finds nothing), with a gap left to the whole-problem bound, and twice the
+    time the first round took still left."""
+    s = found.stats
+    return (not budget.deterministic and s.restricted and s.status == "OPTIMAL" and (s.gap or 0.0) > 1e-6
+            and not (stop is not None and stop.is_set()) and rounds < MAX_ROUNDS
+            and budget.left() - reserve > 2 * (budget.used() - (s.first_plan_s or 0.0)))
 
 
 def parse(request: PlacementRequest | dict[str, Any]) -> PlacementRequest:
@@ -51,13 +66,28 @@ def plan(request: PlacementRequest | dict[str, Any], *, log: Callable[[str], Non
 
     # The model gets the pairs the time left can compile, after decode and verify's share; out of time,
     # only the greedy plan's own pairs (the model then just scores it, and the search is skipped).
-    affordable = budget.pairs(search.reserve_s(problem, req.policy))
+    reserve = search.reserve_s(problem, req.policy)
+    affordable = budget.pairs(reserve)
     per_task = affordable // max(1, len(problem.tasks))
-    kept = candidates.select(problem, baseline, max_pairs=min(candidates.MAX_PAIRS, affordable),
-                             min_per_task=0 if not affordable else 1 if per_task < candidates.MIN_PER_TASK
-                             else candidates.MIN_PER_TASK)
-    ctx = compiler.build(problem, kept)
+    max_pairs = min(candidates.MAX_PAIRS, affordable)
+    min_per_task = 0 if not affordable else 1 if per_task < candidates.MIN_PER_TASK else candidates.MIN_PER_TASK
+    ctx = compiler.build(problem, candidates.select(problem, baseline, max_pairs, min_per_task))
     found = search.run(ctx, baseline, budget, log=log, stop=stop)
+    rounds = 1
+    while _another_round(found, budget, reserve, stop, rounds):
+        # The trimmed model is solved and time is left: trim again around its plan (the repairs now aim
+        # at what still waits) and solve again, as long as rounds pay.
+        began = budget.used()
+        ctx = compiler.build(problem, candidates.select(problem, found.placement, max_pairs, min_per_task))
+        again = search.run(ctx, found.placement, budget, log=log, stop=stop,
+                           greedy_score=found.stats.baseline_objective)
+        rounds += 1
+        better = (again.stats.objective or 0.0) > (found.stats.objective or 0.0) + 1e-9
+        found = again if better else found
+        if not better or budget.left() - reserve < 1.5 * (budget.used() - began):
+            break
+    if rounds > 1:
+        found = replace(found, stats=found.stats.model_copy(update={"rounds": rounds}))
     out = decode(problem, found.placement, found.terms, found.status, found.stats)  # in the request's own names
     out = schedule.with_evicted(out, stopped)
     budget.lap("decode")

@@ -47,17 +47,20 @@ class Found:
 
 
 def run(ctx: ModelContext, baseline: Placement, budget: Budget, *,
-        log: Callable[[str], None] | None = None, stop: threading.Event | None = None) -> Found:
+        log: Callable[[str], None] | None = None, stop: threading.Event | None = None,
+        greedy_score: float | None = None) -> Found:
     """Search from `baseline` within what `budget` has left of `policy.time_limit_s`.
 
     `log` receives CP-SAT's progress lines; setting `stop` ends the search early (the best plan so
-    far, the greedy one at worst, is returned).
+    far, the greedy one at worst, is returned). `greedy_score` is the greedy plan's objective when
+    `baseline` is an earlier round's plan (reported as `baseline_objective`).
     """
     policy = ctx.problem.request.policy
     start = budget.start
     baseline_values = ctx.assignment_of(baseline)
     baseline_score = _score(ctx, baseline_values)
-    greedy_score = baseline_score  # reported as baseline_objective
+    if greedy_score is None:
+        greedy_score = baseline_score  # reported as baseline_objective
     # The greedy never preempts; when preemption is on, extend it with justified evictions.
     extended = warm.warm_start(ctx, baseline, warm.WARM_SHARE * policy.time_limit_s)
     if extended is not None:
@@ -114,7 +117,8 @@ def run(ctx: ModelContext, baseline: Placement, budget: Budget, *,
         build_s=round(build_s, 4),
         first_plan_s=round(budget.phases.get("problem", 0.0) + budget.phases.get("greedy", 0.0), 4),
         variables=len(ctx.model.proto.variables), constraints=len(ctx.model.proto.constraints),
-        workers=policy.workers, seed=policy.seed, mode=result.mode, winner=winner,
+        workers=policy.workers, seed=policy.seed, mode=result.mode,
+        winner="solver" if score > greedy_score + 1e-9 else winner,
         baseline_objective=round(greedy_score, 6), search=search, restricted=restricted, note=note,
     )
     return Found(chosen, terms, status, stats)
