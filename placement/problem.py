@@ -257,19 +257,21 @@ def build(request: PlacementRequest) -> Problem:
         [[n.gpus - len(n.unhealthy_gpus), cpu_units(n.cpu, False), mem_units(n.memory_gib, False)] for n in nodes],
         dtype=np.int64,
     ).reshape(len(nodes), 3)
-    used = np.zeros_like(capacity)
-    held: list[set[int]] = [set(n.unhealthy_gpus) for n in nodes]
+    # What running pods take, summed in one pass (a numpy update per pod cost 0.1 s at 12,500 nodes).
+    where: list[int] = []
+    taken: list[tuple[int, int, int]] = []
     for job in request.cluster.running:
         for pod in job.pods:
             i = node_index[pod.node]
-            healthy_taken = [g for g in pod.gpus if g not in nodes[i].unhealthy_gpus and pod.gpu_share is None]
-            used[i] += (len(healthy_taken), cpu_units(pod.cpu, True), mem_units(pod.memory_gib, True))
-            held[i].update(pod.gpus)
+            gpus = 0 if pod.gpu_share is not None else sum(g not in nodes[i].unhealthy_gpus for g in pod.gpus)
+            where.append(i)
+            taken.append((gpus, cpu_units(pod.cpu, True), mem_units(pod.memory_gib, True)))
+    used = np.zeros_like(capacity)
+    np.add.at(used, np.array(where, dtype=np.intp), np.array(taken, dtype=np.int64).reshape(len(taken), 3))
     free = np.maximum(capacity - used, 0)
-    free_ids = tuple(tuple(g for g in range(n.gpus) if g not in held[i]) for i, n in enumerate(nodes))
     view = devices.build(request, nodes, tuple(models))
     free[:, 0] = view.whole_free  # partitioned and shared GPUs are never given whole (placement.devices)
-    free_ids = view.plain
+    free_ids = view.plain  # healthy GPUs no running pod holds, neither partitioned nor shared
 
     filters = _NodeFilters(nodes, [effective_labels(n, m) for n, m in zip(nodes, models, strict=True)])
     spot = pricing.node_prices(request.cluster.pools, nodes).spot
@@ -277,13 +279,22 @@ def build(request: PlacementRequest) -> Problem:
     rooms = _Rooms(free, running, request.jobs, job_team, request.policy.preemption_rules)
     tasks: list[TaskInfo] = []
     job_tasks: list[tuple[int, ...]] = []
+    # Thousands of tasks share a shape: their filtered arrays are computed once per signature and shared
+    # (read-only), as each costs a few vector passes over every node (2.9 s for 6,181 tasks at 4,096 nodes).
+    shapes: dict[tuple[object, ...], TaskInfo] = {}
     for j, job in enumerate(request.jobs):
         ids = []
         for spec in job.tasks:
+            room = rooms.of(j)
+            key = (*_signature(spec), id(room), job.spot_ok)
+            shape = shapes.get(key)
+            if shape is None:
+                info = _task_info(len(tasks), j, spec, nodes, filters, memory, room, capacity)
+                info = _on_devices(info, view)
+                shape = shapes[key] = _frozen(info if job.spot_ok else _without(info, spot, "spot"))
             ids.append(len(tasks))
-            info = _task_info(len(tasks), j, spec, nodes, filters, memory, rooms.of(j), capacity)
-            info = _on_devices(info, view)
-            tasks.append(info if job.spot_ok else _without(info, spot, "spot"))
+            tasks.append(TaskInfo(index=len(tasks), job=j, spec=spec, demand=shape.demand, candidates=shape.candidates,
+                                  max_per_node=shape.max_per_node, funnel=shape.funnel, eligible=shape.eligible))
         job_tasks.append(tuple(ids))
     return Problem(
         request=request, nodes=nodes, node_index=node_index, gpu_models=tuple(models), capacity=capacity,
@@ -301,21 +312,23 @@ def _teams(request: PlacementRequest, nodes: tuple[Node, ...], node_index: dict[
     now = request.planning_time()
     policy = request.policy
     held: list[dict[int, list[int]]] = []
-    use: list[dict[int, np.ndarray]] = []
+    use: list[dict[int, list[int]]] = []  # running job -> node -> [healthy GPUs, milli-CPU, MiB] it holds there
     for rj in request.cluster.running:
         ids: dict[int, list[int]] = {}
-        amount: dict[int, np.ndarray] = {}
+        amount: dict[int, list[int]] = {}
         for pod in rj.pods:
             i = node_index[pod.node]
             healthy = [g for g in pod.gpus if g not in nodes[i].unhealthy_gpus and pod.gpu_share is None]
             ids.setdefault(i, []).extend(healthy)
-            amount[i] = amount.get(i, np.zeros(3, dtype=np.int64)) + np.array(
-                [len(healthy), cpu_units(pod.cpu, True), mem_units(pod.memory_gib, True)], dtype=np.int64)
+            total = amount.setdefault(i, [0, 0, 0])
+            total[0] += len(healthy)
+            total[1] += cpu_units(pod.cpu, True)
+            total[2] += mem_units(pod.memory_gib, True)
         held.append(ids)
         use.append(amount)
     running_team = [team_of.get(rj.team, -1) if rj.team else -1 for rj in request.cluster.running]
     index = build_index(request, nodes, models, running_team,
-                        [{n: int(a[0]) for n, a in u.items()} for u in use])
+                        [{n: int(a[0]) for n, a in u.items()} for u in use] if request.teams else None)
     out = []
     for r, rj in enumerate(request.cluster.running):
         where = sorted(use[r])
@@ -338,7 +351,7 @@ def _teams(request: PlacementRequest, nodes: tuple[Node, ...], node_index: dict[
     return tuple(out), index, job_team
 
 
-def _over_nominal(index: TeamIndex, team: int, use: dict[int, np.ndarray]) -> bool:
+def _over_nominal(index: TeamIndex, team: int, use: dict[int, list[int]]) -> bool:
     """Does `team` hold more GPUs than its nominal, before the plan, in a GPU quota scope holding one of the
     running job's nodes (`use`: node -> healthy GPUs, milli-CPU, MiB)? Reclaim is judged on GPU quotas only,
     in the model, the warm start and the verifier alike: a team borrowing only CPU or memory is not reclaimed."""
@@ -394,15 +407,33 @@ def _task_info(index: int, job: int, spec: Task, nodes: tuple[Node, ...], filter
         if spec.gpu_memory_gib is not None:
             ok &= memory >= spec.gpu_memory_gib - 1e-9
             funnel.append(("gpu_memory", int(ok.sum())))
-    eligible = np.flatnonzero(ok & np.all(capacity >= demand, axis=1))
-    with np.errstate(divide="ignore"):
-        per_dim = np.where(demand > 0, free // np.maximum(demand, 1), np.iinfo(np.int64).max)
-    fit = np.minimum(per_dim.min(axis=1), spec.replicas)
+    # Column by column: whole-row reductions over (N, 3) arrays cost several times more.
+    big = ok & (capacity[:, 0] >= demand[0]) & (capacity[:, 1] >= demand[1]) & (capacity[:, 2] >= demand[2])
+    eligible = np.flatnonzero(big)
+    fit = np.full(n, spec.replicas, dtype=np.int64)  # pods that fit the free node alone, at most every replica
+    for dim in np.flatnonzero(demand > 0).tolist():
+        np.minimum(fit, free[:, dim] // demand[dim], out=fit)
     ok &= fit >= 1
     funnel.append(("free_capacity", int(ok.sum())))
     cand = np.flatnonzero(ok)
     return TaskInfo(index=index, job=job, spec=spec, demand=demand, candidates=cand,
                     max_per_node=fit[cand].astype(np.int64), funnel=tuple(funnel), eligible=eligible)
+
+
+def _signature(spec: Task) -> tuple[object, ...]:
+    """Everything of a task its candidate arrays depend on: every field but its name and `min_replicas`
+    (the room it counts on and `spot_ok` are the job's, and join the key in `build`)."""
+    return (spec.replicas, spec.gpus, spec.gpu_memory_gib, spec.cpu, spec.memory_gib,
+            tuple(spec.node_selector.items()), tuple(t.model_dump_json() for t in spec.tolerations),
+            spec.mig_profile, spec.gpu_share)
+
+
+def _frozen(info: TaskInfo) -> TaskInfo:
+    """`info` with its arrays read-only: tasks of one signature share them, so a write would change them all."""
+    for arr in (info.demand, info.candidates, info.max_per_node, info.eligible):
+        if arr is not None:
+            arr.flags.writeable = False
+    return info
 
 
 def _without(info: TaskInfo, blocked: np.ndarray, stage: str) -> TaskInfo:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 import numpy as np
 
@@ -64,17 +65,15 @@ def attach(problem: Problem) -> Problem:
             continue  # not starved yet: the objective decides when it starts
         if counts:
             must.append(name)
-            taken = np.zeros_like(free)
-            for (t, n), k in counts.items():
-                taken[n] += problem.tasks[t].demand * k
-            free -= taken
+            nodes, taken = usage_of(problem, counts)
+            free[nodes] -= taken
             runtime = whole.jobs[j].expected_runtime_h
             if runtime is not None:  # it releases its GPUs when it is expected to end
-                ends.append((now + timedelta(hours=runtime), taken))
+                ends.append((now + timedelta(hours=runtime), nodes, taken))
             continue
         if len(holds) >= request.policy.max_reservations:
             continue
-        hold = _hold(whole, j, free, ends, holds)
+        hold = _hold(whole, j, free, Releases(ends, free.shape), holds)
         if hold is None:
             unheld[name] = ("no running job is expected to end where it would fit (running jobs need started_at "
                             "and expected_runtime_h)")
@@ -83,17 +82,84 @@ def attach(problem: Problem) -> Problem:
     return replace(problem, schedule=Schedule(tuple(must), tuple(holds), unheld))
 
 
-def running_ends(problem: Problem, now: datetime) -> list[tuple[datetime, np.ndarray]]:
-    """(expected end, the (N, 3) resources it frees) of every running job whose end is known."""
+#: (expected end, nodes, the (len(nodes), 3) GPUs, milli-CPU and MiB it frees on each): work that ends.
+#: Sparse: thousands of running jobs, each a dense (N, 3) array, cost seconds to allocate and sum.
+End = tuple[datetime, np.ndarray, np.ndarray]
+
+
+def running_ends(problem: Problem, now: datetime) -> list[End]:
+    """The `End` of every running job whose end is known, soonest first."""
     out = []
     for run in problem.running:
         end = timeline.expected_end(run.spec, now)
-        if end is None:
-            continue
-        use = np.zeros_like(problem.free)
-        use[run.nodes] += run.use
-        out.append((end, use))
+        if end is not None:
+            out.append((end, run.nodes, run.use))
     return sorted(out, key=lambda e: e[0])
+
+
+def usage_of(problem: Problem, counts: dict[tuple[int, int], int]) -> tuple[np.ndarray, np.ndarray]:
+    """(nodes, the (len(nodes), 3) resources pods take on each) of pods per (task, node), nodes ascending."""
+    per_node: dict[int, list[int]] = {}
+    for (t, n), k in counts.items():
+        d = problem.tasks[t].demand
+        row = per_node.setdefault(n, [0, 0, 0])
+        for i in range(3):
+            row[i] += int(d[i]) * k
+    nodes = sorted(per_node)
+    return (np.array(nodes, dtype=np.int64),
+            np.array([per_node[n] for n in nodes], dtype=np.int64).reshape(len(nodes), 3))
+
+
+class Releases:
+    """What ends free as time passes: at each distinct expected end, all that ends by then, as (N, 3).
+
+    Built on demand and kept: a bisection looks at a few of the moments, and the jobs whose starts decode
+    estimates bisect over the same ones.
+    """
+
+    #: moments kept: the first steps of every bisection are the same few, and each is an (N, 3) array
+    MEMO = 64
+
+    def __init__(self, ends: list[End], shape: tuple[int, ...]) -> None:
+        ordered = sorted(ends, key=lambda e: e[0])
+        self.shape = shape
+        #: the distinct ends, soonest first, and for each how many of `ordered` end by then
+        self.times: list[datetime] = []
+        self.upto: list[int] = []
+        for i, (end, _, _) in enumerate(ordered):
+            if self.times and self.times[-1] == end:
+                self.upto[-1] = i + 1
+            else:
+                self.times.append(end)
+                self.upto.append(i + 1)
+        self.nodes = np.concatenate([e[1] for e in ordered]) if ordered else np.zeros(0, dtype=np.int64)
+        self.rows = (np.concatenate([e[2] for e in ordered]) if ordered else np.zeros((0, 3), dtype=np.int64))
+        self.sizes = np.cumsum([0] + [len(e[1]) for e in ordered])  # rows of the first i ends
+        self.memo: dict[int, np.ndarray] = {}
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+    def by(self, step: int) -> np.ndarray:
+        """Everything freed by `times[step]` (read-only: it is kept, the most recently asked MEMO of them)."""
+        found = self.memo.pop(step, None)
+        if found is None:
+            found = np.zeros(self.shape, dtype=np.int64)
+            size = int(self.sizes[self.upto[step]])
+            np.add.at(found, self.nodes[:size], self.rows[:size])
+            found.flags.writeable = False
+            if len(self.memo) >= self.MEMO:
+                del self.memo[next(iter(self.memo))]
+        self.memo[step] = found
+        return found
+
+
+class Fit(NamedTuple):
+    """When a job fits as work ends, where (pods per (task, node)), and what has been freed by then."""
+
+    start: datetime
+    counts: dict[tuple[int, int], int]
+    released: np.ndarray
 
 
 def _placed(problem: Problem, j: int, free: np.ndarray) -> dict[tuple[int, int], int]:
@@ -111,8 +177,8 @@ def _on_any_node(problem: Problem, j: int) -> Problem:
     return replace(problem, tasks=tuple(tasks), schedule=Schedule())
 
 
-def earliest_fit(problem: Problem, j: int, free: np.ndarray, ends: list[tuple[datetime, np.ndarray]],
-                 held: np.ndarray | None = None) -> tuple[datetime, dict[tuple[int, int], int]] | None:
+def earliest_fit(problem: Problem, j: int, free: np.ndarray, releases: Releases,
+                 held: np.ndarray | None = None) -> Fit | None:
     """The first expected end after which job j fits on `free` plus what running work has released by then
     (minus `held`), with where it fits then (the greedy's best fit); None if the known ends never make room.
     Whole-GPU gangs without topology needs only."""
@@ -122,43 +188,30 @@ def earliest_fit(problem: Problem, j: int, free: np.ndarray, ends: list[tuple[da
         return None
     view = _on_any_node(problem, j)
     held = np.zeros_like(free) if held is None else held
-    steps: list[tuple[datetime, np.ndarray]] = []
-    released = np.zeros_like(free)
-    for end, use in sorted(ends, key=lambda e: e[0]):
-        released = released + use
-        if steps and steps[-1][0] == end:
-            steps[-1] = (end, released)
-        else:
-            steps.append((end, released))
     # Fitting only gets easier as more ends pass, so search the first moment it fits by bisection.
-    lo, hi = 0, len(steps)
+    lo, hi = 0, len(releases)
     while lo < hi:
         mid = (lo + hi) // 2
-        if _placed(view, j, np.maximum(free + steps[mid][1] - held, 0)):
+        if _placed(view, j, np.maximum(free + releases.by(mid) - held, 0)):
             hi = mid
         else:
             lo = mid + 1
-    if lo == len(steps):
+    if lo == len(releases):
         return None
-    moment, rel = steps[lo]
-    return moment, _placed(view, j, np.maximum(free + rel - held, 0))
+    released = releases.by(lo)
+    return Fit(releases.times[lo], _placed(view, j, np.maximum(free + released - held, 0)), released)
 
 
-def _hold(problem: Problem, j: int, free: np.ndarray, ends: list[tuple[datetime, np.ndarray]],
-          earlier: list[Hold]) -> Hold | None:
+def _hold(problem: Problem, j: int, free: np.ndarray, releases: Releases, earlier: list[Hold]) -> Hold | None:
     """The earliest moment job j fits as running jobs end, and where (best fit then); else a drain; else None."""
     held = np.zeros_like(free)
     for h in earlier:
         for n, g in h.gpus.items():
             held[n, 0] += g
-    found = earliest_fit(problem, j, free, ends, held)
+    found = earliest_fit(problem, j, free, releases, held)
     if found is None:
         return _drain(problem, j, free, held) if problem.jobs[j].topology is None else None
-    moment, counts = found
-    rel = np.zeros_like(free)
-    for end, use in ends:
-        if end <= moment:
-            rel += use
+    moment, counts, rel = found
     gpus: dict[int, int] = {}
     for (t, n), k in counts.items():
         g = int(problem.tasks[t].demand[0]) * k

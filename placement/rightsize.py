@@ -172,7 +172,10 @@ def gang_minimums(problem: Problem, j: int) -> list[tuple[tuple[int, ...], int]]
     task, in the job's order. A task and its right-size alternative share the declared task's minimum (a pod
     takes the GPU or the instance); any other task is alone with `Job.task_minimum`."""
     job = problem.jobs[j]
-    found = {p.task: p for p in pairs(problem) if p.job == j}
+    offered = pairs(problem)
+    if not offered:  # no right-size offers (most requests): each task alone
+        return [((t,), job.task_minimum(problem.tasks[t].spec)) for t in problem.job_tasks[j]]
+    found = {p.task: p for p in offered if p.job == j}
     alternatives = {p.alternative for p in found.values()}
     out: list[tuple[tuple[int, ...], int]] = []
     for t in problem.job_tasks[j]:

@@ -222,3 +222,26 @@ def test_unknown_gpu_model_reported_through_the_library_door() -> None:
     with pytest.raises(ValidationError) as info:
         placement.plan(_request([_node("a", gpu_model="Z-9000")]))
     assert info.value.errors()[0]["loc"] == ("cluster", "nodes", 0, "gpu_model")
+
+
+# ---------------------------------------------------------------------------------------------
+# Tasks of one shape share their candidate arrays
+
+
+def test_tasks_of_one_shape_share_read_only_arrays() -> None:
+    req = _request([_node("a"), _node("b", pool="res")], [{"name": "t", "gpus": 1}])
+    shape = {"name": "t", "gpus": 1}
+    req["jobs"] += [{"name": "same", "tasks": [shape]},
+                    {"name": "elastic", "tasks": [{**shape, "replicas": 2, "min_replicas": 1}]},
+                    {"name": "picky", "tasks": [{**shape, "node_selector": {"placement/pool": "res"}}]}]
+    p = _problem(req)
+    first, same, elastic, picky = p.tasks
+    assert same.candidates is first.candidates and same.demand is first.demand  # computed once
+    assert (same.index, same.job, same.spec.name) == (1, 1, "t")
+    assert elastic.max_per_node is not first.max_per_node  # replicas cap the pods per node
+    assert elastic.max_per_node.tolist() == [2, 2]
+    assert [p.nodes[n].name for n in picky.candidates] == ["b"]
+    for arr in (first.candidates, first.max_per_node, first.demand, first.eligible):
+        assert arr is not None and not arr.flags.writeable
+        with pytest.raises(ValueError):
+            arr[0] = 0

@@ -1,6 +1,7 @@
 """The greedy gang planner: the plan every solve starts from, and the floor it never goes below.
 
 * `gangs` — priority, then size, descending; best-fit nodes; quotas respected;
+* `fit` — the best-fit rule for one pod, and the index the greedy answers it from at scale;
 * `topology` — gangs with a topology go to whole domains first (Kueue's BestFit);
 * `devices` and `device_state` — where MIG and shared pods go, which GPUs change layout.
 """

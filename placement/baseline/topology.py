@@ -31,9 +31,18 @@ def fill_gang(problem: Problem, j: int, place: PlaceSome) -> int:
     whose every pod is required makes the same calls as a one-pass fill; one with only
     `min_available` skips the first pass.
     """
+    groups = gang_minimums(problem, j)
+    if len(groups) == 1 and len(groups[0][0]) == 1:  # one task (most gangs): the same two passes, without the books
+        (t,), minimum = groups[0]
+        got = place(t, minimum) if minimum > 0 else 0
+        if got < minimum:
+            return 0
+        more = problem.tasks[t].replicas - got
+        if more > 0:
+            got += place(t, more)
+        return got if got >= problem.jobs[j].needed else 0
     order = sorted(problem.job_tasks[j], key=lambda t: -int(problem.tasks[t].demand[0]))
     rank = {t: i for i, t in enumerate(order)}
-    groups = gang_minimums(problem, j)
     group_of = {t: g for g in groups for t in g[0]}
     last = {t: max(members, key=rank.__getitem__) for members, _ in groups for t in members}
     got = dict.fromkeys(order, 0)

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-import numpy as np
 from placement_models import Overdue, Pending, Plan, Preemption, Reservation, ReservedNode
 
 from placement import timeline
 from placement.problem import Problem
-from placement.reservation import earliest_fit
+from placement.reservation import End, Releases, earliest_fit, usage_of
 from placement.screen import screened
 from placement.solution import Placement
 
@@ -76,28 +75,32 @@ def estimates(problem: Problem, placement: Placement, pending: list[Pending]) ->
     if not limit or not order:
         return {}
     now = problem.request.planning_time()
-    ends: list[tuple[datetime, np.ndarray]] = []
+    ends: list[End] = []
     for run in problem.running:
         end = timeline.expected_end(run.spec, now)
         if end is not None and run.index not in placement.evicted:  # a preempted job's GPUs are in `free` below
-            use = np.zeros_like(problem.free)
-            use[run.nodes] += run.use
-            ends.append((end, use))
-    per_job: dict[int, np.ndarray] = {}
+            ends.append((end, run.nodes, run.use))
+    # Placed jobs free their pods at their expected ends; jobs of one runtime end together, so their pods are
+    # one `End` (per job, two arrays each for thousands of jobs).
+    ending: dict[int, datetime | None] = {}  # placed job -> its expected end
+    by_end: dict[datetime, dict[tuple[int, int], int]] = {}  # expected end -> pods per (task, node) ending then
     for (t, n), k in placement.counts.items():
         if k:
             j = problem.tasks[t].job
-            per_job.setdefault(j, np.zeros_like(problem.free))[n] += problem.tasks[t].demand * k
-    for j, use in per_job.items():
-        runtime = problem.jobs[j].expected_runtime_h
-        if runtime is not None:
-            ends.append((now + timedelta(hours=runtime), use))
+            if j not in ending:
+                runtime = problem.jobs[j].expected_runtime_h
+                ending[j] = None if runtime is None else now + timedelta(hours=runtime)
+            end = ending[j]
+            if end is not None:
+                by_end.setdefault(end, {})[t, n] = k
+    ends += [(end, *usage_of(problem, counts)) for end, counts in by_end.items()]
     free = problem.free - placement.usage(problem) + placement.freed(problem)
+    releases = Releases(ends, free.shape)  # shared: the jobs' bisections look at the same moments
     out: dict[str, datetime] = {}
     for j in order[:limit]:
-        fit = earliest_fit(whole, j, free, ends)
+        fit = earliest_fit(whole, j, free, releases)
         if fit is not None:
-            out[whole.jobs[j].name] = fit[0]
+            out[whole.jobs[j].name] = fit.start
     for hold in problem.schedule.holds:
         if hold.start is not None and hold.job in names:
             out[hold.job] = hold.start
@@ -111,8 +114,11 @@ _ROOM = ("capacity", "objective", "priority", "fairness")
 def _kept_off(problem: Problem, j: int, entry: Pending, now: datetime) -> Pending:
     """A job that would outlast a hold on nodes it could use: the reservation kept it off them."""
     job = problem.jobs[j]
+    holds = problem.schedule.limits(job, now)
+    if not holds:  # the usual case: no reservation binds it, so no pass over its candidates
+        return entry
     usable = {int(n) for t in problem.job_tasks[j] for n in problem.tasks[t].candidates.tolist()}
-    for hold in problem.schedule.limits(job, now):
+    for hold in holds:
         held = sorted(set(hold.long_room) & usable)
         if held:
             names = ", ".join(problem.nodes[n].name for n in held[:3]) + (" …" if len(held) > 3 else "")

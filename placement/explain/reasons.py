@@ -150,7 +150,7 @@ def _rules(problem: Problem, j: int, rules: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _nodes(problem: Problem, j: int) -> list[int]:
-    return sorted(set().union(*(problem.tasks[t].candidates.tolist() for t in problem.job_tasks[j])))
+    return rival_reasons.job_nodes(problem, j)
 
 
 # --------------------------------------------------------------------------------------------

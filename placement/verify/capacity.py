@@ -21,8 +21,8 @@ def check_gpus(ctx: Context) -> list[str]:
             continue  # one shared GPU among several pods: the sharing rule
         if len(a.gpus) != task.gpus:
             out.append(f"gpus: {pod_name(a)} on node {node.name} has {len(a.gpus)} GPUs, task asks for {task.gpus}")
-        dupes = sorted(g for g, c in Counter(a.gpus).items() if c > 1)
-        if dupes:
+        if len(set(a.gpus)) != len(a.gpus):  # counted only when some GPU repeats (19,070 pods at 12,500 nodes)
+            dupes = sorted(g for g, c in Counter(a.gpus).items() if c > 1)
             out.append(f"gpus: {pod_name(a)} on node {node.name} lists GPU(s) {dupes} more than once")
         for g in dict.fromkeys(a.gpus):  # distinct, in the plan's order
             if not 0 <= g < node.gpus:
