@@ -14,6 +14,7 @@ docs/architecture.md draws the layers and says where each rule lives and where i
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -56,6 +57,16 @@ def plan(request: PlacementRequest | dict[str, Any], *, log: Callable[[str], Non
     far, the greedy one at worst, is returned).
     """
     req = parse(request)
+    # The request's and the index's millions of objects live for the whole call: moved out of the
+    # collector's sight, they stop costing ~0.7 s per full collection at 12,500 nodes (a few per call).
+    gc.freeze()
+    try:
+        return _plan(req, log, stop)
+    finally:
+        gc.unfreeze()
+
+
+def _plan(req: PlacementRequest, log: Callable[[str], None] | None, stop: threading.Event | None) -> Plan:
     budget = Budget(req.policy.time_limit_s, req.policy.deterministic)
     planned, stopped = timeline.without_overdue(req)  # policy.overdue evict: overdue jobs' GPUs are free
     problem = screen.build_problem(planned)  # right-size offers beside declared tasks; jobs that can never fit out
@@ -66,7 +77,7 @@ def plan(request: PlacementRequest | dict[str, Any], *, log: Callable[[str], Non
 
     # The model gets the pairs the time left can compile, after decode and verify's share; out of time,
     # only the greedy plan's own pairs (the model then just scores it, and the search is skipped).
-    reserve = search.reserve_s(problem, req.policy)
+    reserve = search.reserve_s(problem, req.policy, budget)
     affordable = budget.pairs(reserve)
     per_task = affordable // max(1, len(problem.tasks))
     max_pairs = min(candidates.MAX_PAIRS, affordable)

@@ -24,6 +24,8 @@ from placement.rightsize import pairs
 from placement.search import bound, lns, solve, warm
 from placement.solution import Placement
 
+#: Decode and verify take about this many times the problem phase (2.3 at 12,500 nodes, 2.5 at 1,024).
+DECODE_PER_PROBLEM = 2.3
 #: Share of the time limit the class relaxation's bound may take (it stops earlier when it meets the plan).
 BOUND_SHARE = 0.1
 
@@ -73,7 +75,7 @@ def run(ctx: ModelContext, baseline: Placement, budget: Budget, *,
     # The model's own bound covers the whole problem only when every task saw every node and one model
     # is solved; otherwise the class relaxation bounds it (placement.search.bound).
     relaxed = None
-    out_of_time = not policy.deterministic and budget.left() <= reserve_s(ctx.problem, policy)
+    out_of_time = not policy.deterministic and budget.left() <= reserve_s(ctx.problem, policy, budget)
     if not out_of_time and (restricted or len(ctx.model.proto.variables) > lns.LNS_ABOVE):
         relaxed = bound.relaxation(ctx, baseline_score, BOUND_SHARE * policy.time_limit_s
                                    if not policy.deterministic else float("inf"))
@@ -89,7 +91,7 @@ def run(ctx: ModelContext, baseline: Placement, budget: Budget, *,
                 f"the greedy plan: {budget.used():.2f} s of the {policy.time_limit_s:g} s limit were gone before "
                 "the search, and decode and verify need the rest")
     else:
-        result, chosen, winner, search = _search(ctx, policy, baseline, baseline_score, start, log=log, stop=stop)
+        result, chosen, winner, search = _search(ctx, policy, baseline, baseline_score, budget, log=log, stop=stop)
         note = None
     budget.lap("search")
     values = baseline_values if chosen is baseline else ctx.assignment_of(chosen)
@@ -164,18 +166,18 @@ def _score(ctx: ModelContext, values: dict[int, int]) -> float:
     return sum(ctx.objective.values(lambda v: values[v.index]).values())
 
 
-def _search(ctx: ModelContext, policy: Policy, baseline: Placement, baseline_score: float, start: float,
+def _search(ctx: ModelContext, policy: Policy, baseline: Placement, baseline_score: float, budget: Budget,
             *, log: Callable[[str], None] | None, stop: threading.Event | None
             ) -> tuple[solve.SolveResult, Placement, str, str]:
     """(result, chosen plan, winner, search kind): see the module docstring."""
     n_vars = len(ctx.model.proto.variables)
     mode = "deterministic" if policy.deterministic else "wall-clock"
 
-    reserve = reserve_s(ctx.problem, policy)
+    reserve = reserve_s(ctx.problem, policy, budget)
 
     def remaining(share: float) -> float:
         return policy.time_limit_s * share if policy.deterministic else policy.time_limit_s - reserve - (
-            time.perf_counter() - start)
+            time.perf_counter() - budget.start)
 
     def windows(share: float) -> tuple[solve.SolveResult, Placement, str]:
         found = lns.improve(ctx, baseline, policy, remaining(share), lambda v: placement_from(ctx, v),
@@ -199,10 +201,15 @@ def _search(ctx: ModelContext, policy: Policy, baseline: Placement, baseline_sco
     return result, baseline, "baseline", "model"
 
 
-def reserve_s(problem: Problem, policy: Policy) -> float:
-    """Seconds kept after the search for decode, pending reasons and verify, which count against the
-    limit too (measured at 1,024 nodes / 3,072 jobs with MIG or teams: 1.2 s after a search that ends on time)."""
-    return min(0.25 * policy.time_limit_s, 0.05 + 3.5e-4 * len(problem.jobs) + 1.5e-4 * problem.n_nodes)
+def reserve_s(problem: Problem, policy: Policy, budget: Budget | None = None) -> float:
+    """Seconds kept after the search for decode, pending reasons and verify, which count against the limit
+    too: about 0.16 ms a pending job (measured 0.25 s at 1,024 nodes / 1,536 jobs, 4.2 s at 12,500 / 18,750),
+    at most half the limit. In wall-clock mode, also at least DECODE_PER_PROBLEM times what indexing the
+    request took, which follows the machine's speed and the request's shape."""
+    formula = 0.05 + 1.6e-4 * len(problem.jobs) + 4e-5 * problem.n_nodes
+    if budget is not None and not budget.deterministic:
+        formula = max(formula, DECODE_PER_PROBLEM * budget.phases.get("problem", 0.0))
+    return min(0.5 * policy.time_limit_s, formula)
 
 
 def placement_from(ctx: ModelContext, values: dict[int, int]) -> Placement:
