@@ -417,3 +417,17 @@ def contention(draw: st.DrawFn) -> dict[str, Any]:
 def test_relaxing_under_contention_for_gpus(req: dict[str, Any]) -> None:
     """The same where teams, classes, quotas, running work and racks compete for a few 8-GPU nodes."""
     _relaxations_hold(req)
+
+
+def test_explain_top_names_rivals_for_the_first_pending_jobs_only() -> None:
+    # two 8-GPU jobs below a higher class on one node: both wait, the older one is explained in full
+    req = _request([_node("n")], [_job("hi", priority=1000), _job("old"), _job("new")])
+    req["jobs"][1]["submitted_at"] = "2026-12-01T00:00:00Z"
+    req["jobs"][2]["submitted_at"] = "2026-12-01T01:00:00Z"
+    req["policy"] = {**req.get("policy", {}), "explain_top": 1}
+    reasons = {p.job: p for p in plan(req).pending}
+    assert "outranked by jobs hi" in reasons["old"].reason
+    assert reasons["new"].constraint == "capacity"
+    assert "policy.explain_top" in reasons["new"].reason
+    req["policy"]["explain_top"] = 100
+    assert "outranked by jobs hi" in {p.job: p for p in plan(req).pending}["new"].reason

@@ -9,6 +9,8 @@ lowest free indices when the node's graph is not described).
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import numpy as np
 from placement_models import Assignment, Objective, Pending, Plan, PlanStatus, Preemption, SolverStats
 
@@ -24,6 +26,8 @@ from placement.holdings import pod_gpus
 from placement.problem import Problem
 from placement.screen import screened
 from placement.solution import Placement
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def assignments(problem: Problem, placement: Placement) -> list[Assignment]:
@@ -59,9 +63,13 @@ def decode(problem: Problem, placement: Placement, terms: dict[str, float], stat
     added = set(range(provision.first_added(problem.request), problem.n_nodes))
     pods = [(problem.jobs[problem.tasks[t].job], n, pod_gpus(problem, t, n))  # GPU-equivalents (MIG, shares)
             for (t, n), k in sorted(placement.counts.items()) for _ in range(k)]
+    waiting = [j for j in range(len(problem.jobs)) if j not in placed]
+    top = problem.request.policy.explain_top  # who holds their room is named for these, highest class, oldest
+    detailed = set(sorted(waiting, key=lambda j: (-problem.jobs[j].priority, problem.jobs[j].submitted_at or _EPOCH,
+                                                  problem.jobs[j].name))[:top])
     pending = [_pending(problem, j, placement, usage, pending_reason(problem, j, placement, usage, ledger,
-                                                                    status == "optimal"))
-               for j in range(len(problem.jobs)) if j not in placed]
+                                                                    status == "optimal", j in detailed))
+               for j in waiting]
     pending = schedule.annotate(problem, placement, _with_screened(problem, pending))
     bound = assignments(problem, placement)
     terms = {**terms, **topology_terms.bandwidth_terms(problem, bound)}  # computed from the GPUs chosen

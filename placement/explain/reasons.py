@@ -158,10 +158,10 @@ def _nodes(problem: Problem, j: int) -> list[int]:
 
 
 def pending_reason(problem: Problem, j: int, placement: Placement, usage: np.ndarray,
-                   ledger: QuotaLedger | None = None, optimal: bool = False) -> Reason:
+                   ledger: QuotaLedger | None = None, optimal: bool = False, detail: bool = True) -> Reason:
     """(constraint, text) of pending job j. `usage`: what the plan takes net of what its preemptions free;
     `ledger`: quotas after the plan; `optimal`: the plan is proved optimal, so a job that would fit was left
-    out by the objective."""
+    out by the objective; `detail`: name who holds the room it needs (the costly part, policy.explain_top)."""
     ledger = ledger if ledger is not None else quota_after(problem, placement)
     for t in problem.job_tasks[j]:
         task = problem.tasks[t]
@@ -192,6 +192,10 @@ def pending_reason(problem: Problem, j: int, placement: Placement, usage: np.nda
                                     f"plan placing it within its time limit: gang of {gang}")
     if hard and _fits(problem, j, left, placement):  # fits what the plan leaves, but in no single domain
         return Reason("topology", topology_reasons.domain_reason(problem, j, left, gang, view, after=True))
+    if not detail:
+        return Reason("capacity", f"the room it needs goes to other work in this plan: gang of {gang} (who holds "
+                                  f"it is named for the first {problem.request.policy.explain_top} pending jobs, "
+                                  f"policy.explain_top)")
     found = rival_reasons.who_took(problem, j, placement, usage, gang, _fits)
     hint = _sharing_hint(problem, j, placement, usage)
     preempt = preemption_hint(problem, j, placement, usage)
