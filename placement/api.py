@@ -42,12 +42,12 @@ MAX_ROUNDS = 4
 def _another_round(found: search.Found, budget: Budget, reserve: float, stop: threading.Event | None,
                    rounds: int) -> bool:
     """Would another round of trimming and solving pay? Only after a trimmed model was solved to its own
-    optimum (more time on it finds nothing), with a gap left to the whole-problem bound, and twice the
-    time the first round took still left."""
+    optimum (more time on it finds nothing), with a gap left to the whole-problem bound, and 1.5 times
+    the time the rounds so far took each still left."""
     s = found.stats
     return (not budget.deterministic and s.restricted and s.status == "OPTIMAL" and (s.gap or 0.0) > 1e-6
             and not (stop is not None and stop.is_set()) and rounds < MAX_ROUNDS
-            and budget.left() - reserve > 2 * (budget.used() - (s.first_plan_s or 0.0)))
+            and budget.left() - reserve > 1.5 * (budget.used() - (s.first_plan_s or 0.0)) / rounds)
 
 
 def parse(request: PlacementRequest | dict[str, Any]) -> PlacementRequest:
