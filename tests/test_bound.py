@@ -79,6 +79,25 @@ def test_the_relaxation_bounds_priced_spot_requests_where_prices_vary_by_node() 
     assert from_restricted.value < 2 * abs(best) + 1  # priced rows credit unseen nodes their ceiling, not more
 
 
+@pytest.mark.parametrize("name", ["teams-S.json", "mig-S.json", "topology-S.json"])
+def test_the_relaxation_bounds_library_instances_with_teams_devices_and_topology(name: str) -> None:
+    # quota credit and fairness live on team totals whose domains follow a trimmed model's pairs:
+    # their declared caps, not those domains, must bound them
+    _assert_bounds(_load(name))
+
+
+def test_a_reward_on_variables_without_a_cap_gives_no_bound_in_a_trimmed_model() -> None:
+    data = generate(8, 12, 5)
+    data["policy"] = {"time_limit_s": 5, "workers": 1}
+    _, restricted, greedy_value = _contexts(data, max_pairs=8)
+    extra = restricted.model.new_int_var(0, 3, "made_up_reward")
+    restricted.objective.add("made_up", [extra], [1.0])
+    assert bound.relaxation(restricted, greedy_value, 5.0) is None
+    restricted.objective.cap("made_up", 3.0)
+    found = bound.relaxation(restricted, greedy_value, 5.0)
+    assert found is not None
+
+
 def test_the_bound_is_tight_when_capacity_binds_on_one_pile_of_gpus() -> None:
     # ten 1-GPU jobs worth the same, eight free GPUs on one node: at most 8 of them run
     data = {"cluster": {"nodes": [{"name": "a", "gpu_model": "H100-SXM5-80GB", "gpus": 8, "cpu": 96,

@@ -41,6 +41,7 @@ class ObjectiveRegistry:
 
     def __init__(self) -> None:
         self.terms: dict[str, Term] = {}
+        self.caps: dict[str, int] = {}  # scaled, see cap()
 
     def add(self, name: str, variables: list[cp_model.IntVar], coefs: list[float] | np.ndarray,
             weight: float = 1.0, *, ceiling: float | None = None) -> None:
@@ -55,6 +56,12 @@ class ObjectiveRegistry:
                 term.variables.append(v)
                 term.coefs.append(scaled)
                 term.ceilings.append(top)
+
+    def cap(self, name: str, most: float, weight: float = 1.0) -> None:
+        """Declare the most term `name` adds in any plan of the whole request, this model's pairs or not. A
+        term whose own variables' domains follow the model's pairs (a trimmed model's team totals) must
+        declare it when it can be positive: the whole-problem bound (placement.search.bound) reads it."""
+        self.caps[name] = self.caps.get(name, 0) + max(0, round(float(most) * weight * SCALE))
 
     def expression(self) -> cp_model.LinearExprT:
         variables = [v for t in self.terms.values() for v in t.variables]

@@ -71,6 +71,8 @@ def _fairness(ctx: ModelContext) -> None:
     per_quantum = step / MILLI  # GPUs per segment unit
     for team, (variables, coefs, const) in enumerate(held):
         widths = segments(float(entitled[team]) / per_quantum)
+        ctx.objective.cap("fairness", sum(slope * per_quantum * w for slope, w in zip(SLOPES, widths, strict=True)
+                                          if slope > 0), weight)
         if not variables or not any(widths):
             continue  # nothing the plan can change, or nothing owed
         seg = [ctx.model.new_int_var(0, w, f"fair[{team},{k}]") for k, w in enumerate(widths)]

@@ -129,6 +129,8 @@ def apply(ctx: ModelContext) -> None:
         borrowers: list[cp_model.IntVar] = []
         fixed_borrowed = 0
         for team, (variables, coefs, const) in enumerate(team_use(ctx, scope.mask, scope.resource)):
+            if value and scope.resource == 0 and scope.nominal[team] >= step:
+                ctx.objective.cap("quota", value * step / MILLI * int(scope.nominal[team] // step))
             top = most(variables, coefs, const)
             cap = int(scope.cap[team])
             if cap < UNLIMITED and top > cap:

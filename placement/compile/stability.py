@@ -39,6 +39,8 @@ def apply(ctx: ModelContext) -> None:
     counts = previous_counts(ctx)
     if not counts or weight == 0:
         return
+    ctx.objective.cap(NAME, sum(pod_value(ctx.problem.tasks[t].spec.gpus) * k for (t, _), k in counts.items()),
+                      weight)
     kept = {}
     for t, cand in enumerate(ctx.candidates):
         for var, n in zip(ctx.x[t], cand.tolist(), strict=True):

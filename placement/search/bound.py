@@ -12,7 +12,9 @@ plan for the whole cluster. This module bounds the objective of *every* valid pl
 * Gangs stay all-or-nothing per job (`placed`), with the gang module's pod counts.
 * The objective keeps each job's `placed` coefficients and, per pod, the best coefficient its task
   has on any node. Every other term (fragmentation, fairness segments, quota credit, evictions,
-  ...) is bounded by the best value its variables' domains allow. Where the model was restricted,
+  ...) is bounded by the best value its variables' domains allow, or by the cap the term declared
+  (`ObjectiveRegistry.cap`: quota credit, fairness, stability, whose domains follow a trimmed
+  model's pairs); in a trimmed model a reward without a cap gives no bound. Where the model was restricted,
   a node a task never saw is credited the task's coefficient where a term gives every node the
   same, else the ceiling the term declared for the row (prices: 0); a varying coefficient without
   one gives no bound. Every task with candidates must keep at least one node in the model (so
@@ -238,10 +240,20 @@ def _objective_parts(ctx: ModelContext) -> tuple[dict[int, int], dict[int, int],
         return None  # a task the model never showed: its terms' values are unknown
     x_task = {var.index: t for t, row in enumerate(ctx.x) for var in row}
     placed_job = {var.index: j for j, var in enumerate(ctx.placed)}
+    restricted = any(len(row) < task.candidates.size for task, row in zip(ctx.problem.tasks, ctx.x, strict=True))
     rest: dict[int, int] = {}
     per_job: dict[int, int] = {}
     per_pod: dict[int, int] = {}
-    for term in ctx.objective.terms.values():
+    constant = 0
+    for name, term in ctx.objective.terms.items():
+        cap = ctx.objective.caps.get(name)
+        if cap is not None:  # the term's own word for the whole problem, whatever this model's pairs
+            constant += cap
+        elif restricted and any(c > 0 and var.index not in x_task and var.index not in placed_job
+                                for var, c in zip(term.variables, term.coefs, strict=True)):
+            return None  # a reward on variables whose domains follow the trimmed pairs: nothing bounds it
+    for name, term in ctx.objective.terms.items():
+        capped = name in ctx.objective.caps
         seen: dict[int, list[int]] = {}
         ceiling: dict[int, int] = {}
         for var, c, top in zip(term.variables, term.coefs, term.ceilings, strict=True):
@@ -253,7 +265,7 @@ def _objective_parts(ctx: ModelContext) -> tuple[dict[int, int], dict[int, int],
             elif var.index in placed_job:
                 j = placed_job[var.index]
                 per_job[j] = per_job.get(j, 0) + c
-            else:
+            elif not capped:
                 rest[var.index] = rest.get(var.index, 0) + c
         for t, values in seen.items():
             best = max(values)
@@ -263,7 +275,6 @@ def _objective_parts(ctx: ModelContext) -> tuple[dict[int, int], dict[int, int],
                 elif min(values) != best:
                     return None
             per_pod[t] = per_pod.get(t, 0) + best
-    constant = 0
     for index, c in rest.items():
         domain = ctx.model.proto.variables[index].domain
         constant += max(c * domain[0], c * domain[-1])
