@@ -17,6 +17,7 @@ from placement.api import parse
 from placement.baseline import greedy
 from placement.compile.context import ModelContext
 from placement.generate import generate
+from placement.problem import Problem
 from placement.search import bound, solve
 from placement.verify import verify
 
@@ -42,6 +43,15 @@ def _contexts(data: dict[str, Any], max_pairs: int) -> tuple[ModelContext, Model
     restricted = compiler.build(problem, kept)
     values = whole.assignment_of(base)
     return whole, restricted, sum(whole.objective.values(lambda v: values[v.index]).values())
+
+
+def _trimmed(data: dict[str, Any], min_per_task: int) -> tuple[Problem, ModelContext]:
+    """A request's problem and its model trimmed to `min_per_task` best fits per task (one pair spare)."""
+    data["policy"] = {"time_limit_s": 5, "workers": 1}
+    req = parse(data)
+    problem = screen.build_problem(req)
+    base = greedy(problem, pricing.held_back(req, problem.nodes, problem.free))
+    return problem, compiler.build(problem, candidates.select(problem, base, max_pairs=1, min_per_task=min_per_task))
 
 
 def _optimum(ctx: ModelContext) -> float:
@@ -132,12 +142,7 @@ def test_classes_price_pools_apart() -> None:
 
 
 def test_a_node_varying_reward_without_ceiling_gives_no_bound() -> None:
-    data = generate(8, 12, 5)
-    data["policy"] = {"time_limit_s": 5, "workers": 1}
-    req = parse(data)
-    problem = screen.build_problem(req)
-    base = greedy(problem, pricing.held_back(req, problem.nodes, problem.free))
-    ctx = compiler.build(problem, candidates.select(problem, base, max_pairs=1, min_per_task=2))
+    problem, ctx = _trimmed(generate(8, 12, 5), min_per_task=2)
     t = next(t for t, row in enumerate(ctx.x) if 1 < len(row) < problem.tasks[t].candidates.size)
     ctx.objective.add("same_everywhere", ctx.x[t], [1.0] * len(ctx.x[t]))
     assert bound.relaxation(ctx, 0.0, 5.0) is not None
@@ -148,12 +153,7 @@ def test_a_node_varying_reward_without_ceiling_gives_no_bound() -> None:
 
 
 def test_no_bound_when_a_task_has_no_node_in_the_model() -> None:
-    data = generate(16, 60, 4)
-    data["policy"] = {"time_limit_s": 5, "workers": 1}
-    req = parse(data)
-    problem = screen.build_problem(req)
-    base = greedy(problem, pricing.held_back(req, problem.nodes, problem.free))
-    scored = compiler.build(problem, candidates.select(problem, base, max_pairs=1, min_per_task=0))
+    problem, scored = _trimmed(generate(16, 60, 4), min_per_task=0)
     assert any(task.candidates.size and not row for task, row in zip(problem.tasks, scored.x, strict=True))
     assert bound.relaxation(scored, 0.0, 5.0) is None  # its terms never showed their value for that task
 
