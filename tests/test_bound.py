@@ -46,7 +46,7 @@ def _contexts(data: dict[str, Any], max_pairs: int) -> tuple[ModelContext, Model
 
 
 def _trimmed(data: dict[str, Any], min_per_task: int) -> tuple[Problem, ModelContext]:
-    """A request's problem and its model trimmed to `min_per_task` best fits per task (one pair spare)."""
+    """A request's problem and its model trimmed as tight as it goes: `min_per_task` best fits per task."""
     data["policy"] = {"time_limit_s": 5, "workers": 1}
     req = parse(data)
     problem = screen.build_problem(req)
