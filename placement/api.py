@@ -120,7 +120,8 @@ def _plan(req: PlacementRequest, log: Callable[[str], None] | None, stop: thread
         # The trimmed model is solved and time is left: trim again around its plan (the repairs now aim
         # at what still waits) and solve again, as long as rounds pay.
         began = budget.used()
-        ctx = compiler.build(problem, candidates.select(problem, found.placement, max_pairs, min_per_task))
+        with _collector_paused():
+            ctx = compiler.build(problem, candidates.select(problem, found.placement, max_pairs, min_per_task))
         again = search.run(ctx, found.placement, budget, log=log, stop=stop,
                            greedy_score=found.stats.baseline_objective)
         rounds += 1

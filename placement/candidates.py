@@ -65,11 +65,7 @@ def select(problem: Problem, baseline: Placement, max_pairs: int = MAX_PAIRS,
         if not keep:
             out.append(np.array(sorted(chosen), dtype=np.int64))
             continue
-        if id(cand) not in ordered:
-            inside = np.zeros(problem.n_nodes, dtype=bool)
-            inside[cand] = True
-            ordered[id(cand)] = ranking[inside[ranking]]
-        order = ordered[id(cand)]
+        order = _ordered(problem, cand, ranking, ordered)
         best = order[: keep * 3 // 4]
         rest = order[keep * 3 // 4:]
         spread = rest[np.linspace(0, rest.size - 1, num=min(rest.size, keep - best.size)).astype(int)]
@@ -77,7 +73,7 @@ def select(problem: Problem, baseline: Placement, max_pairs: int = MAX_PAIRS,
         out.append(np.array(sorted(chosen), dtype=np.int64))
     spare = max_pairs - sum(c.size for c in out)
     if spare > 0:
-        out = _repairs(problem, baseline, out, spare, ranking, used)
+        out = _repairs(problem, baseline, out, spare, ranking, ordered)
     return coherent_candidates(problem, baseline.counts, out)  # gangs with topology: whole domains
 
 
@@ -90,7 +86,7 @@ REPAIR_JOBS = 256
 
 
 def _repairs(problem: Problem, baseline: Placement, out: list[np.ndarray], spare: int, ranking: np.ndarray,
-             used: dict[int, set[int]]) -> list[np.ndarray]:
+             ordered: dict[int, np.ndarray]) -> list[np.ndarray]:
     """Spend `spare` pairs where the greedy plan is weakest: the most valuable waiting jobs (priority,
     then GPUs) get their best-fit nodes, and the pods the greedy plan put on those nodes get nodes with
     room left after it, to move out to. A share of nodes per task rarely holds such a swap: the
@@ -111,10 +107,8 @@ def _repairs(problem: Problem, baseline: Placement, out: list[np.ndarray], spare
     for j in waiting:
         for t in problem.job_tasks[j]:
             task = problem.tasks[t]
-            inside = np.zeros(problem.n_nodes, dtype=bool)
-            inside[task.candidates] = True
-            nodes = ranking[inside[ranking]][: math.ceil(task.replicas / max(1, int(task.max_per_node.max())))
-                                             + REPAIR_NODES]
+            needed = math.ceil(task.replicas / max(1, int(task.max_per_node.max())))
+            nodes = _ordered(problem, task.candidates, ranking, ordered)[: needed + REPAIR_NODES]
             for n in nodes.tolist():
                 if n not in extra[t]:
                     extra[t].add(n)
@@ -131,6 +125,15 @@ def _repairs(problem: Problem, baseline: Placement, out: list[np.ndarray], spare
         if spare <= 0:
             break
     return [np.array(sorted(c), dtype=np.int64) for c in extra]
+
+
+def _ordered(problem: Problem, cand: np.ndarray, ranking: np.ndarray, cache: dict[int, np.ndarray]) -> np.ndarray:
+    """`cand`'s nodes in `ranking`'s order, once per candidate array (tasks of one shape share theirs)."""
+    if id(cand) not in cache:
+        inside = np.zeros(problem.n_nodes, dtype=bool)
+        inside[cand] = True
+        cache[id(cand)] = ranking[inside[ranking]]
+    return cache[id(cand)]
 
 
 def _best_fit_ranking(problem: Problem) -> np.ndarray:

@@ -133,6 +133,11 @@ class ModelContext:
             self._demands = [task.demand.tolist() for task in self.problem.tasks]
         return self._demands
 
+    @property
+    def restricted(self) -> bool:
+        """Did some task see only part of its candidate nodes (placement.candidates trimmed the model)?"""
+        return any(c.size < t.candidates.size for c, t in zip(self.candidates, self.problem.tasks, strict=True))
+
     def task_pods(self, t: int) -> cp_model.LinearExprT:
         return cp_model.LinearExpr.sum(self.x[t])
 

@@ -240,7 +240,7 @@ def _objective_parts(ctx: ModelContext) -> tuple[dict[int, int], dict[int, int],
         return None  # a task the model never showed: its terms' values are unknown
     x_task = {var.index: t for t, row in enumerate(ctx.x) for var in row}
     placed_job = {var.index: j for j, var in enumerate(ctx.placed)}
-    restricted = any(len(row) < task.candidates.size for task, row in zip(ctx.problem.tasks, ctx.x, strict=True))
+    restricted = ctx.restricted
     rest: dict[int, int] = {}
     per_job: dict[int, int] = {}
     per_pod: dict[int, int] = {}

@@ -68,7 +68,7 @@ def run(ctx: ModelContext, baseline: Placement, budget: Budget, *,
     if extended is not None:
         baseline, baseline_values, baseline_score = extended
     ctx.hint(baseline_values)
-    restricted = any(c.size < t.candidates.size for c, t in zip(ctx.candidates, ctx.problem.tasks, strict=True))
+    restricted = ctx.restricted
     budget.lap("compile")
     build_s = budget.used()
 
