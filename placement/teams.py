@@ -406,6 +406,14 @@ class QuotaLedger:
                 return _lent_out(name, scope, team, now, int(add[s]), lent)
         return None
 
+    def within_nominal(self, team: int, add: np.ndarray) -> bool:
+        """Does `team` stay within its nominal GPUs in every GPU scope `add` touches (a workload that does not
+        borrow, which Kueue admits before those that do)?"""
+        for s, scope in enumerate(self.index.scopes):  # GPU scopes lead all_scopes
+            if s < len(add) and add[s] > 0 and self.alloc[s, team] + add[s] > scope.nominal[team]:
+                return False
+        return True
+
     def take(self, team: int, add: np.ndarray) -> None:
         self.alloc[: len(add), team] += add
 

@@ -243,14 +243,31 @@ def test_quota_within_nominal_work_ranks_above_a_borrowing_higher_class() -> Non
     check(req, "a1", "quota", "quota: a at 0 GPUs (nominal 0) needs 8 more")
 
 
-def test_quota_term_outranking_a_class_inside_one_team_is_named_quota() -> None:
-    # compile/quota.py values every GPU within a team's nominal above every class, inside one team too: the
-    # priority-0 8-GPU job fills more of a's nominal than the priority-5 4-GPU one and wins. Not `priority`
-    # (raising it changes nothing): `quota`, and without quotas the class decides.
+def test_within_one_teams_nominal_the_higher_class_goes_first() -> None:
+    # Kueue admits a ClusterQueue's workloads by priority: the priority-5 4-GPU job takes a's nominal before the
+    # priority-0 8-GPU one, which fills more of it but waits for `priority`
     req = _request([_node("n")], [_job("hi", 4, team="a", priority=5), _job("big", team="a")], None,
                    [_team("a", 16)])
-    check(req, "hi", "quota", "hold 8 GPUs within their teams' nominal where this job would add 4",
-          "big (team a, priority 0, 8 GPUs)")
+    check(req, "big", "priority", "outranked by jobs hi (priority 5, 4 GPUs)")
+
+
+def test_within_nominal_ranks_by_class_across_teams() -> None:
+    # both jobs fit their teams' nominal: b's priority-5 job goes first however much a's would fill
+    req = _request([_node("n")], [_job("big", team="a"), _job("hi", 4, team="b", priority=5)], None,
+                   [_team("a", 8), _team("b", 4)])
+    p = plan(req)
+    assert {a.job for a in p.assignments} == {"hi"}
+    check(req, "big", "priority", "outranked by jobs hi (priority 5, 4 GPUs)")
+
+
+def test_borrowing_waits_behind_another_teams_nominal_whatever_the_priority() -> None:
+    # b has no nominal: its priority-5 job would borrow (a's nominal is larger than the node, so the cohort has
+    # idle nominal to lend), and a's priority-0 job within a's nominal goes first
+    req = _request([_node("n")], [_job("lo", team="a"), _job("hi", team="b", priority=5)], None,
+                   [_team("a", 16), _team("b")])
+    p = plan(req)
+    assert {a.job for a in p.assignments} == {"lo"}
+    check(req, "hi", "quota", "would borrow above its nominal")
 
 
 def test_priority_names_the_higher_class_and_what_it_holds() -> None:

@@ -175,3 +175,71 @@ def test_the_screen_drops_only_jobs_no_plan_can_place(req: dict[str, Any]) -> No
     for j, job in enumerate(req["jobs"]):
         if not screen.could_fit(problem, j):
             assert not any(_fits(free, use) for use, _ in _options(req, job)), job["name"]
+
+
+def _tiers(req: dict[str, Any], gpus: dict[str, float], pods: dict[str, float]) -> tuple[float, ...]:
+    """Strict tiers of a plan (compile/quota.py): GPUs within the teams' nominal per class, highest first (each
+    team's nominal given to its highest classes), then every placed GPU-equivalent per class."""
+    levels = sorted({j.get("priority", 0) for j in req["jobs"]}, reverse=True)
+    nominal = {t["name"]: t["quota"]["gpus"]["nominal"] for t in req["teams"]}
+    room = dict(nominal)
+    inside = dict.fromkeys(levels, 0.0)
+    for job in sorted(req["jobs"], key=lambda j: -j.get("priority", 0)):
+        take = min(gpus.get(job["name"], 0.0), room[job["team"]])
+        inside[job.get("priority", 0)] += take
+        room[job["team"]] -= take
+    placed = dict.fromkeys(levels, 0.0)
+    for job in req["jobs"]:
+        placed[job.get("priority", 0)] += pods.get(job["name"], 0.0)
+    return tuple(round(inside[level], 6) for level in levels) + tuple(round(placed[level], 6) for level in levels)
+
+
+def best_tiers(req: dict[str, Any]) -> tuple[float, ...]:
+    """The lexicographically best tiers over every plan that keeps the cohort within its nominal quotas."""
+    jobs = req["jobs"]
+    opts = [_options(req, job) for job in jobs]
+    pooled = sum(t["quota"]["gpus"]["nominal"] for t in req["teams"])
+    free0, _ = _free(req)
+    best: list[tuple[float, ...]] = []
+
+    def walk(j: int, free: tuple[tuple[float, ...], ...], gpus: dict[str, float], pods: dict[str, float]) -> None:
+        if j == len(jobs):
+            if sum(gpus.values()) <= pooled + 1e-9:
+                best.append(_tiers(req, gpus, pods))
+            return
+        walk(j + 1, free, gpus, pods)
+        name, whole = jobs[j]["name"], jobs[j]["tasks"][0].get("gpus", 0) > 0
+        for use, value in opts[j]:
+            if _fits(free, use):
+                left = tuple(tuple(f - u for f, u in zip(fr, us, strict=True)) for fr, us in zip(free, use, strict=True))
+                walk(j + 1, left, {**gpus, name: value if whole else 0.0}, {**pods, name: value})
+
+    walk(0, tuple(tuple(f) for f in free0), {}, {})
+    return max(best)
+
+
+@st.composite
+def team_contests(draw: st.DrawFn) -> dict[str, Any]:
+    """`contests` with the jobs split over two teams whose nominal GPU quotas are small: jobs within their team's
+    nominal compete with bigger borrowing ones and with each other across classes."""
+    req = draw(contests())
+    for job in req["jobs"]:
+        job["team"] = draw(st.sampled_from(["a", "b"]))
+    req["teams"] = [{"name": name, "quota": {"gpus": {"nominal": draw(st.integers(0, 4))}}} for name in ("a", "b")]
+    return req
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(team_contests())
+def test_strict_plans_with_quotas_are_the_best_tier_by_tier(req: dict[str, Any]) -> None:
+    """Kueue's order: within nominal before borrowing, each by class; the model's plan is the brute-force best."""
+    plan = placement.plan(req)
+    assert plan.status == "optimal"
+    tasks = {(j["name"], t["name"]): t.get("gpus", 0) for j in req["jobs"] for t in j["tasks"]}
+    gpus: dict[str, float] = {}
+    pods: dict[str, float] = {}
+    for a in plan.assignments:
+        g = tasks[a.job, a.task]
+        gpus[a.job] = gpus.get(a.job, 0.0) + g
+        pods[a.job] = pods.get(a.job, 0.0) + (g or 0.01)
+    assert _tiers(req, gpus, pods) == best_tiers(req)

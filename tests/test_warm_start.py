@@ -68,8 +68,8 @@ def test_in_nominal_loss_is_counted_in_gpus_not_milli_gpus() -> None:
 
 def test_shared_pods_count_their_share_in_value_and_quota() -> None:
     """Shares: 'old' (team a, nominal 1 GPU) holds n1's plain GPU and every CPU; hi (team a) asks 0.75 of the
-    shared GPU beside it. The model: +7.5 (0.75 × level 10) − 2.5 (a quarter GPU fewer within nominal, in quanta of
-    1/4) − 1 (the eviction, weights.preemption 0.1). The warm start valued hi's pod as a CPU pod (0.1), did not
+    shared GPU beside it. The model: +7.5 (0.75 × level 10) + 7.5 (hi's share within a's nominal once 'old' leaves
+    it room, in quanta of 1/4, each 10 per GPU) − 1 (the eviction, weights.preemption 0.1). The warm start valued hi's pod as a CPU pod (0.1), did not
     count its share in the quota and counted the lost GPU in milli-GPU."""
     nodes = [{"name": "n1", "gpu_model": H100, "gpus": 2, "cpu": 8, "memory_gib": 512,
               "sharing": {0: {"mode": "time-slicing", "replicas": 4}}}, _cpu_node("c1")]
@@ -86,7 +86,7 @@ def test_shared_pods_count_their_share_in_value_and_quota() -> None:
     gained = _terms(problem, warm=True)
     before = _terms(problem, warm=False)
     assert {name: round(gained[name] - before.get(name, 0.0), 6) for name in ("priority", "quota", "preemption")} == {
-        "priority": 7.5, "quota": -2.5, "preemption": -1.0}
+        "priority": 7.5, "quota": 7.5, "preemption": -1.0}
 
 
 def _terms(problem: Problem, warm: bool) -> dict[str, float]:

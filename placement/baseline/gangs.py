@@ -50,7 +50,9 @@ def greedy(problem: Problem, free: np.ndarray | None = None, order: list[int] | 
     """Place whole gangs one at a time on the tightest nodes that fit; roll back a gang that does not.
 
     Never preempts, and never breaks a team quota (placement.teams): a gang over its team's
-    quota is rolled back like one that does not fit. `order` overrides `job_order` (benchmarks).
+    quota is rolled back like one that does not fit. With nominal quotas it goes twice through the
+    order, as Kueue admits: first the gangs that keep their team within its nominal GPUs (and starved
+    jobs), then the rest, which borrow. `order` overrides `job_order` and is taken in one pass (benchmarks).
     """
     free = (problem.free if free is None else free).copy()
     plan = Placement()
@@ -61,15 +63,24 @@ def greedy(problem: Problem, free: np.ndarray | None = None, order: list[int] | 
     # A best-fit index pays for itself over many gangs, not over the one a reservation check tries.
     room = Room(problem, free, indexed=ledger_devices is None and len(jobs) >= INDEXED_FROM)
     long_used: dict[tuple[int, int], int] = {}  # (hold, node) -> GPUs taken by work that outlasts the hold
-    for j in jobs:
-        job = problem.jobs[j]
-        bound = [(h, hold) for h, hold in enumerate(problem.schedule.holds) if hold.binds(job, now)]
-        if job.topology is None and ledger_devices is None:
-            counts = _in_place(problem, j, room, bound, long_used, ledger)
-        else:
-            counts = _on_trial(problem, j, room, bound, long_used, ledger, ledger_devices)
-        for (t, n), k in (counts or {}).items():
-            plan.add(t, n, k)
+    nominal = order is None and ledger is not None and any(s.nominal.any() for s in ledger.index.scopes)
+    starved = set(problem.schedule.must_start)
+    left = jobs
+    for within in (True, False) if nominal else (False,):
+        waiting: list[int] = []
+        for j in left:
+            job = problem.jobs[j]
+            bound = [(h, hold) for h, hold in enumerate(problem.schedule.holds) if hold.binds(job, now)]
+            rule = _Quota(ledger, within and job.name not in starved)
+            if job.topology is None and ledger_devices is None:
+                counts = _in_place(problem, j, room, bound, long_used, rule)
+            else:
+                counts = _on_trial(problem, j, room, bound, long_used, rule, ledger_devices)
+            if counts is None:
+                waiting.append(j)
+            for (t, n), k in (counts or {}).items():
+                plan.add(t, n, k)
+        left = waiting
     if ledger_devices is not None:
         ledger_devices.finish(plan)
     return one_choice_per_pod(problem, plan)
@@ -80,19 +91,31 @@ def greedy(problem: Problem, free: np.ndarray | None = None, order: list[int] | 
 INDEXED_FROM = 100
 
 
-def _quota_ok(problem: Problem, j: int, counts: dict[tuple[int, int], int], ledger: QuotaLedger | None) -> bool:
+class _Quota:
+    """The quota check of one gang: the ledger (None: no quotas), and whether the gang must keep its team
+    within its nominal GPUs (the greedy's first pass)."""
+
+    def __init__(self, ledger: QuotaLedger | None, within: bool) -> None:
+        self.ledger, self.within = ledger, within
+
+
+def _quota_ok(problem: Problem, j: int, counts: dict[tuple[int, int], int], rule: _Quota) -> bool:
     """Does gang j fit its team's quotas with `counts` (and take them if so)?"""
+    ledger = rule.ledger
     if ledger is None or problem.job_team[j] < 0:
         return True
     add = ledger.index.scope_use(use_of(problem, counts))  # GPU-equivalents, CPU, memory per scope
-    if ledger.blocker(problem.job_team[j], add) is not None:
+    team = problem.job_team[j]
+    if rule.within and not ledger.within_nominal(team, add):
         return False
-    ledger.take(problem.job_team[j], add)
+    if ledger.blocker(team, add) is not None:
+        return False
+    ledger.take(team, add)
     return True
 
 
 def _in_place(problem: Problem, j: int, room: Room, bound: list[tuple[int, Hold]],
-              long_used: dict[tuple[int, int], int], ledger: QuotaLedger | None) -> dict[tuple[int, int], int] | None:
+              long_used: dict[tuple[int, int], int], rule: _Quota) -> dict[tuple[int, int], int] | None:
     """Gang j without topology or devices, tried on `room` itself and undone unless it is kept (copying
     every node's row twice per gang cost more than placing most gangs). Returns its pods if kept."""
     clipped: list[tuple[int, int]] = []
@@ -104,7 +127,7 @@ def _in_place(problem: Problem, j: int, room: Room, bound: list[tuple[int, Hold]
                 clipped.append((n, cut))
     counts: dict[tuple[int, int], int] = {}
     placed = topology.fill_gang(problem, j, partial(_place_in, room, counts))
-    kept = placed >= problem.jobs[j].needed and _quota_ok(problem, j, counts, ledger)
+    kept = placed >= problem.jobs[j].needed and _quota_ok(problem, j, counts, rule)
     if not kept:
         for (t, n), k in counts.items():
             d = problem.tasks[t].demand
@@ -128,7 +151,7 @@ def _place_in(room: Room, counts: dict[tuple[int, int], int], t: int, most: int)
 
 
 def _on_trial(problem: Problem, j: int, room: Room, bound: list[tuple[int, Hold]],
-              long_used: dict[tuple[int, int], int], ledger: QuotaLedger | None,
+              long_used: dict[tuple[int, int], int], rule: _Quota,
               ledger_devices: GreedyDevices | None) -> dict[tuple[int, int], int] | None:
     """Gang j with a topology or among MIG/shared devices, tried on a copy of the free capacity (the topology
     scopes and the device ledger work on whole arrays). Returns its pods if kept."""
@@ -150,7 +173,7 @@ def _on_trial(problem: Problem, j: int, room: Room, bound: list[tuple[int, Hold]
         return None
     if trial_devices is not None and not trial_devices.settle(counts):
         return None  # would exceed policy.max_mig_changes
-    if not _quota_ok(problem, j, counts, ledger):
+    if not _quota_ok(problem, j, counts, rule):
         return None
     use = before - trial  # what the gang took, devices included (the trial started clipped)
     changed = np.flatnonzero(use.any(axis=1))

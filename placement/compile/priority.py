@@ -13,6 +13,9 @@ A pod is worth its GPU-equivalents (whole GPUs, its share, or its MIG instance's
   (`STRICT_CAP`) where CP-SAT's arithmetic would suffer; above the cap the search keeps the
   greedy plan (strict by construction) unless its own plan is at least as good class by class
   (placement.search.strategy).
+  With nominal quotas the classes rank in tiers, as Kueue admits: first GPUs within their team's
+  nominal, class by class, then every placed pod, class by class (`nominal_bonus`, compile/quota.py);
+  the same recursion gives each tier its weight.
 * `weighted`: each distinct level weighs 1 (lowest) to 10 (highest) per GPU, so a high-priority
   gang outweighs several low ones of the same size but a huge low-priority gang is not worthless.
 
@@ -41,25 +44,52 @@ def level_weights(priorities: list[int]) -> dict[int, float]:
 def class_weights(problem: Problem) -> dict[int, float]:
     """Weight per GPU-equivalent of each priority level of the problem's jobs, for `policy.priority_mode`
     (computed once per problem: every module that values a pod asks)."""
-    cached = problem.extras.get("class_weights")
+    return _tiers(problem)[0]
+
+
+def nominal_bonus(problem: Problem) -> dict[int, float]:
+    """Per level, what a GPU-equivalent placed within its team's nominal quota adds to the class weight (the
+    quota term, × weights.priority; compile/quota.py). Kueue admits the workloads that fit their
+    ClusterQueue's nominal before those that must borrow, and among either by priority; so strict
+    classes rank in tiers, highest first: within nominal by class, then every placed pod by class.
+    Weighted: TOP_WEIGHT for every level, above the 1..TOP_WEIGHT spread."""
+    return _tiers(problem)[1]
+
+
+def _tiers(problem: Problem) -> tuple[dict[int, float], dict[int, float]]:
+    cached = problem.extras.get("class_tiers")
     if cached is None:
-        priorities = [job.priority for job in problem.jobs]
         if problem.request.policy.priority_mode == "weighted":
-            cached = level_weights(priorities)
+            base = level_weights([job.priority for job in problem.jobs])
+            cached = (base, dict.fromkeys(base, TOP_WEIGHT))
         else:
             cached = strict_weights(problem)
-        problem.extras["class_weights"] = cached
+        problem.extras["class_tiers"] = cached
     return cached  # type: ignore[return-value]
 
 
-def strict_weights(problem: Problem) -> dict[int, float]:
-    """Lexicographic class weights (module docstring), capped at STRICT_CAP."""
+def _with_nominal(problem: Problem) -> list[bool]:
+    """Per team: does it hold a nominal GPU quota somewhere (so its work may rank in the within-nominal tiers)?"""
+    index = problem.teams
+    if index is None or not index.scopes:
+        return []
+    return [any(int(scope.nominal[team]) > 0 for scope in index.scopes) for team in range(index.size)]
+
+
+def strict_weights(problem: Problem) -> tuple[dict[int, float], dict[int, float]]:
+    """Lexicographic tier weights (module docstring): (class weights, within-nominal bonuses), capped at
+    STRICT_CAP. A tier's total weight per GPU-equivalent exceeds everything the tiers below it could add."""
     asked: dict[int, float] = {}
+    inside: dict[int, float] = {}
     smallest: dict[int, float] = {}
+    teams = _with_nominal(problem)
     for t, task in enumerate(problem.tasks):
-        level = problem.jobs[task.job].priority
+        job = task.job
+        level = problem.jobs[job].priority
         value = pod_value(problem.gpu_value(t))
         asked[level] = asked.get(level, 0.0) + value * task.replicas
+        if teams and problem.job_team[job] >= 0 and teams[problem.job_team[job]] and problem.gpu_value(t) > 0:
+            inside[level] = inside.get(level, 0.0) + value * task.replicas
         smallest[level] = min(smallest.get(level, value), value)
     for job in problem.jobs:  # a job without tasks still has a class
         asked.setdefault(job.priority, 0.0)
@@ -68,36 +98,24 @@ def strict_weights(problem: Problem) -> dict[int, float]:
     margin = sum(asked.values()) * (1.0 + knobs.fairness + 30.0 * knobs.aging + knobs.topology) + len(
         problem.jobs) * knobs.turnaround
     weights: dict[int, float] = {}
-    below, capped = 0.0, False
-    for level in sorted(asked):
-        w = 1.0 if not weights else (below + margin) / smallest[level]
-        cap = STRICT_CAP / max(asked[level], 1.0)
+    bonus: dict[int, float] = dict.fromkeys(asked, 0.0)
+    below, top, capped = 0.0, 0.0, False
+    tiers = [(False, level) for level in sorted(asked)] + [(True, level) for level in sorted(inside)]
+    for within, level in tiers:
+        size = inside[level] if within else asked[level]
+        w = 1.0 if not top else (below + margin) / smallest[level]
+        cap = STRICT_CAP / max(size, 1.0)
         if w > cap:
-            w, capped = max(cap, max(weights.values())), True
-        weights[level] = w
-        below += w * asked[level]
+            w, capped = max(cap, top), True
+        top = max(top, w)
+        if within:
+            bonus[level] = w - weights[level]
+            below += bonus[level] * size
+        else:
+            weights[level] = w
+            below += w * size
     problem.extras["class_weights_capped"] = capped
-    return weights
-
-
-def nominal_value(problem: Problem) -> float:
-    """Per GPU a team holds within its nominal quota (the quota term, × weights.priority): above every
-    priority class, as Kueue admits a workload that fits its ClusterQueue's nominal quota before one that
-    must borrow, whatever their priorities. Weighted: above the 1..TOP_WEIGHT spread of levels.
-
-    The whole term (this × the cluster's GPUs) is held to STRICT_CAP like the class weights; where that
-    binds, a plan that gives up in-nominal work for a class is caught by the search (placement.search.strategy)."""
-    weights = class_weights(problem)
-    if problem.request.policy.priority_mode == "weighted":
-        return TOP_WEIGHT
-    cached = problem.extras.get("nominal_value")
-    if cached is None:
-        asked = sum(pod_value(problem.gpu_value(t)) * task.replicas * weights[problem.jobs[task.job].priority]
-                    for t, task in enumerate(problem.tasks))
-        gpus = max(1.0, float(problem.capacity[:, 0].sum()))
-        cached = max(TOP_WEIGHT, min(asked + max(weights.values(), default=1.0), STRICT_CAP / gpus))
-        problem.extras["nominal_value"] = cached
-    return float(cached)  # type: ignore[arg-type]
+    return weights, bonus
 
 
 def is_strict(problem: Problem) -> bool:

@@ -23,6 +23,7 @@ from placement.problem import Problem
 from placement.rightsize import pairs
 from placement.search import bound, lns, solve, warm
 from placement.solution import Placement
+from placement.teams import MILLI
 
 #: Decode and verify take about this many times the problem phase (2.3 at 12,500 nodes, 2.5 at 1,024).
 DECODE_PER_PROBLEM = 2.3
@@ -128,14 +129,12 @@ def run(ctx: ModelContext, baseline: Placement, budget: Budget, *,
 
 def _trades_down(ctx: ModelContext, chosen: Placement, chosen_values: dict[int, int], baseline: Placement,
                  baseline_values: dict[int, int]) -> bool:
-    """Does `chosen` place less of some class than `baseline` and more of a lower one? (Less of a class
-    alone is the other terms' call within it, cost for one; a higher class given up for a lower one never is.)
-    Work within the teams' nominal quotas ranks above every class (Kueue admits what fits a ClusterQueue's
-    nominal before what must borrow), so it is compared first."""
-    ours, theirs = _by_class(ctx, chosen), _by_class(ctx, baseline)
-    if "quota" in ctx.objective.terms:
-        ours.insert(0, round(_term(ctx, chosen_values, "quota"), 6))
-        theirs.insert(0, round(_term(ctx, baseline_values, "quota"), 6))
+    """Does `chosen` place less of some tier than `baseline` and more of a lower one? (Less of a tier alone
+    is the other terms' call within it, cost for one; a higher tier given up for a lower one never is.)
+    Tiers, highest first: GPUs within the teams' nominal quotas by class (Kueue admits what fits a
+    ClusterQueue's nominal before what must borrow, each by priority), then all placed GPUs by class."""
+    ours = _in_nominal(ctx, chosen_values) + _by_class(ctx, chosen)
+    theirs = _in_nominal(ctx, baseline_values) + _by_class(ctx, baseline)
     for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
         if a < b:
             return any(x > y for x, y in zip(ours[i + 1:], theirs[i + 1:], strict=True))
@@ -144,8 +143,11 @@ def _trades_down(ctx: ModelContext, chosen: Placement, chosen_values: dict[int, 
     return False
 
 
-def _term(ctx: ModelContext, values: dict[int, int], name: str) -> float:
-    return ctx.objective.values(lambda v: values[v.index]).get(name, 0.0)
+def _in_nominal(ctx: ModelContext, values: dict[int, int]) -> list[float]:
+    """GPU-equivalents placed within the teams' nominal quotas per priority class, highest class first."""
+    levels = sorted(ctx.in_nominal, reverse=True)
+    return [round(sum(values.get(v.index, 0) for v in ctx.in_nominal[level]) * ctx.in_nominal_step / MILLI, 6)
+            for level in levels]
 
 
 def _by_class(ctx: ModelContext, placement: Placement) -> list[float]:

@@ -18,7 +18,7 @@ from ortools.sat.python import cp_model
 from placement.baseline.topology import fill_gang
 from placement.compile.context import ModelContext
 from placement.compile.preemption import eviction_costs
-from placement.compile.priority import class_weights, nominal_value, pod_value
+from placement.compile.priority import class_weights, nominal_bonus, pod_value
 from placement.compile.quota import quantum
 from placement.holdings import held_after, running_use, use_of
 from placement.rightsize import gang_minimums
@@ -295,9 +295,11 @@ class _Warm:
     def _value(self, j: int, counts: dict[tuple[int, int], int], alloc: np.ndarray | None) -> float:
         """Roughly what the objective gains, in its units: the pods' priority value (compile/priority.py) and the
         change in GPU-equivalents held within nominal (the `quota` term of compile/quota.py: per GPU scope and
-        team, whole quanta of milli-GPU up to the nominal, each worth `nominal_value` × quantum / MILLI)."""
+        team, whole quanta of milli-GPU up to the nominal, each worth the job's level's `nominal_bonus` ×
+        quantum / MILLI; running work is counted in the room, not in the credit, which this ignores)."""
         problem = self.problem
-        value = sum(self.levels[problem.jobs[j].priority] * pod_value(problem.gpu_value(t)) * k
+        level = problem.jobs[j].priority
+        value = sum(self.levels[level] * pod_value(problem.gpu_value(t)) * k
                     for (t, _), k in counts.items()) * self.w_value
         if self.alloc is not None and alloc is not None and self.index.scopes:
             gpu = len(self.index.scopes)  # GPU scopes come first in all_scopes
@@ -305,5 +307,5 @@ class _Warm:
             nominal = np.array([s.nominal for s in self.index.scopes], dtype=np.int64) // step
             inside = int(np.minimum(alloc[:gpu] // step, nominal).sum() - np.minimum(self.alloc[:gpu] // step,
                                                                                      nominal).sum())
-            value += nominal_value(problem) * self.w_value * step / MILLI * inside
+            value += nominal_bonus(problem).get(level, 0.0) * self.w_value * step / MILLI * inside
         return value
