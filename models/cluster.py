@@ -7,25 +7,54 @@ shapes (a task's tolerations, the policy's default sharing), never the other way
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from placement_models.base import Strict, as_utc
+from placement_models.base import (
+    MAX_CPU,
+    MAX_GPU_MEMORY_GIB,
+    MAX_GPUS,
+    MAX_HOURS,
+    MAX_LABELS,
+    MAX_MEMORY_GIB,
+    MAX_NAME,
+    MAX_NODES,
+    MAX_POOLS,
+    MAX_PRICE,
+    MAX_RUNNING_JOBS,
+    MAX_RUNNING_PODS,
+    MAX_RUNNING_PODS_TOTAL,
+    MAX_TAINTS,
+    MAX_TEXT,
+    MAX_TOPOLOGY_MATRICES,
+    MAX_WORD,
+    Name,
+    Priority,
+    Strict,
+    Word,
+    as_utc,
+    bounded_dict,
+    bounded_list,
+)
 from placement_models.errors import ErrorList
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+#: A GPU's index on its node (whether the node has that many GPUs is checked with the node).
+GpuIndex = Annotated[int, Field(ge=0, lt=MAX_GPUS)]
 
 
 class Taint(Strict):
-    key: str = Field(min_length=1)
-    value: str = ""
+    key: str = Field(min_length=1, max_length=MAX_WORD)
+    value: Word = ""
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
 
 
 class Toleration(Strict):
     """Kubernetes semantics: an empty key with operator Exists tolerates every taint."""
 
-    key: str = ""
+    key: Word = ""
     operator: Literal["Equal", "Exists"] = "Equal"
-    value: str = ""
+    value: Word = ""
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
 
     def tolerates(self, taint: Taint) -> bool:
@@ -42,25 +71,25 @@ class NodeTopology(Strict):
     nvlink: Literal["nvswitch", "hybrid-cube-mesh", "pcie-pairs", "pcie"] | None = None
     #: `nvidia-smi topo -m` text of this node, or the name of a `cluster.topo_matrices` entry shared
     #: by a class of identical nodes; overrides `nvlink` when set (placement/topology.py parses it)
-    topo_matrix: str | None = Field(None, min_length=1)
+    topo_matrix: str | None = Field(None, min_length=1, max_length=MAX_TEXT)
     #: multi-node NVLink partition (GB200 NVL72); unset: the GFD label `nvidia.com/gpu.clique`
-    nvlink_domain: str | None = None
-    rack: str | None = None
-    block: str | None = None
+    nvlink_domain: Word | None = None
+    rack: Word | None = None
+    block: Word | None = None
 
 
 class MigInstance(Strict):
     """One GPU instance of a MIG layout: a profile name and its first memory slice (as `nvidia-smi mig -lgipp`)."""
 
-    profile: str = Field(min_length=1)
+    profile: str = Field(min_length=1, max_length=MAX_WORD)
     start: int = Field(ge=0, le=7)
 
 
 class MigSlot(Strict):
     """The MIG instance a pod holds: GPU index, profile and start slot (placement/catalog checks legality)."""
 
-    gpu: int = Field(ge=0)
-    profile: str = Field(min_length=1)
+    gpu: int = Field(ge=0, lt=MAX_GPUS)
+    profile: str = Field(min_length=1, max_length=MAX_WORD)
     start: int = Field(ge=0, le=7)
 
 
@@ -78,12 +107,12 @@ class GpuSharing(Strict):
 class NodeTemplate(Strict):
     """The shape of a node a pool can add on demand: a Node without name, pool or history."""
 
-    gpu_model: str | None = None
-    gpus: int = Field(0, ge=0, le=128)
-    cpu: float = Field(ge=0)
-    memory_gib: float = Field(ge=0)
-    labels: dict[str, str] = Field(default_factory=dict)
-    taints: list[Taint] = Field(default_factory=list)
+    gpu_model: Word | None = None
+    gpus: int = Field(0, ge=0, le=MAX_GPUS)
+    cpu: float = Field(ge=0, le=MAX_CPU)
+    memory_gib: float = Field(ge=0, le=MAX_MEMORY_GIB)
+    labels: bounded_dict(Word, Word, MAX_LABELS) = Field(default_factory=dict)
+    taints: bounded_list(Taint, MAX_TAINTS) = Field(default_factory=list)
     topology: NodeTopology = Field(default_factory=NodeTopology)
 
     @model_validator(mode="after")
@@ -98,13 +127,15 @@ class NodeTemplate(Strict):
 class Node(NodeTemplate):
     """A node of the cluster: the shape of a NodeTemplate plus its name, pool and GPU state."""
 
-    name: str = Field(min_length=1)
-    pool: str | None = None
-    #: GPU index -> its MIG layout (a listed GPU is partitioned, even with no instances, and never given whole)
-    mig: dict[int, list[MigInstance]] = Field(default_factory=dict)
+    name: Name
+    pool: Name | None = None
+    #: GPU index -> its MIG layout (a listed GPU is partitioned, even with no instances, and never given whole;
+    #: a GPU has at most 8 memory slices, so at most 8 instances)
+    mig: bounded_dict(int, bounded_list(MigInstance, 8), MAX_GPUS) = Field(default_factory=dict)
     #: GPU index -> time-slicing/MPS setting (a listed GPU takes only pods with gpu_share)
-    sharing: dict[int, GpuSharing] = Field(default_factory=dict)
-    unhealthy_gpus: list[int] = Field(default_factory=list)
+    sharing: bounded_dict(int, GpuSharing, MAX_GPUS) = Field(default_factory=dict)
+    unhealthy_gpus: bounded_list(GpuIndex, MAX_GPUS, json_schema_extra={"uniqueItems": True}) = Field(
+        default_factory=list)
 
     @model_validator(mode="after")
     def _check_gpus(self) -> Node:
@@ -133,7 +164,7 @@ class Provisionable(Strict):
 
     max_nodes: int = Field(ge=1, le=256)
     node: NodeTemplate
-    min_billing_h: float = Field(1.0, ge=0)
+    min_billing_h: float = Field(1.0, ge=0, le=MAX_HOURS)
 
     @staticmethod
     def node_name(pool: str, k: int) -> str:
@@ -150,10 +181,12 @@ class Provisionable(Strict):
 class Pool(Strict):
     """A group of nodes with one price and capacity type; spot nodes may be reclaimed at any time."""
 
-    name: str = Field(min_length=1)
+    name: Name
     capacity_type: Literal["on-demand", "spot", "reserved"] = "on-demand"
-    gpu_hour_price: float | None = Field(None, ge=0, description="currency per GPU-hour; unset = unpriced")
-    reclaim_rate_per_h: float | None = Field(None, ge=0, description="spot only: expected reclaims per node-hour")
+    gpu_hour_price: float | None = Field(None, ge=0, le=MAX_PRICE, description="currency per GPU-hour; unset = "
+                                         "unpriced")
+    reclaim_rate_per_h: float | None = Field(None, ge=0, le=1000,
+                                             description="spot only: expected reclaims per node-hour")
     provisionable: Provisionable | None = None
 
     @model_validator(mode="after")
@@ -167,17 +200,17 @@ class Pool(Strict):
 
 
 class RunningPod(Strict):
-    task: str = Field(min_length=1)
-    node: str = Field(min_length=1)
-    gpus: list[int] = Field(default_factory=list)
-    cpu: float = Field(0.0, ge=0)
-    memory_gib: float = Field(0.0, ge=0)
+    task: Name
+    node: Name
+    gpus: bounded_list(GpuIndex, MAX_GPUS) = Field(default_factory=list)
+    cpu: float = Field(0.0, ge=0, le=MAX_CPU)
+    memory_gib: float = Field(0.0, ge=0, le=MAX_MEMORY_GIB)
     #: the MIG instance the pod holds (then `gpus` stays empty)
     mig: MigSlot | None = None
     #: fraction of the one GPU in `gpus`, a GPU listed in the node's `sharing`
     gpu_share: float | None = Field(None, gt=0, le=1)
     #: GPU memory the shared pod may use (default: its share of the GPU's memory)
-    gpu_memory_gib: float | None = Field(None, ge=0)
+    gpu_memory_gib: float | None = Field(None, ge=0, le=MAX_GPU_MEMORY_GIB)
 
 
     @model_validator(mode="after")
@@ -198,11 +231,11 @@ class RunningPod(Strict):
 class RunningJob(Strict):
     """Work already bound to nodes: it holds capacity, and is kept or preempted whole (compile/preemption.py)."""
 
-    job: str = Field(min_length=1)
-    team: str | None = None
-    priority: int = 0
+    job: Name
+    team: Name | None = None
+    priority: Priority = 0
     preemptible: bool = False
-    pods: list[RunningPod] = Field(min_length=1)
+    pods: bounded_list(RunningPod, MAX_RUNNING_PODS) = Field(min_length=1)
     started_at: datetime | None = None
     #: last checkpoint: a preemption loses the GPU-hours since then (since `started_at` when unset)
     checkpointed_at: datetime | None = None
@@ -212,19 +245,54 @@ class RunningJob(Strict):
     #: hours it may run before it is overdue (unset: its team's max_runtime_h, else no limit)
     max_runtime_h: float | None = Field(None, gt=0, le=1_000_000)
     #: as on Job: what the metrics window saw (reported; a running job is not re-placed)
-    observed_gpu_memory_gib: float | None = Field(None, ge=0)
+    observed_gpu_memory_gib: float | None = Field(None, ge=0, le=MAX_GPU_MEMORY_GIB)
     observed_sm_util: float | None = Field(None, ge=0, le=1)
 
     _tz = field_validator("started_at", "checkpointed_at")(as_utc)
 
 
+#: Level names every request has implicitly: one node, and the whole cluster.
+RESERVED_LEVELS = ("node", "cluster")
+
+
+def _level_name(level: str) -> str:
+    if level in RESERVED_LEVELS or not level.strip():
+        raise PydanticCustomError("invalid", "'{level}' is reserved or empty; name a domain level such as "
+                                  "nvlink_domain, rack, block or a node label key", {"level": level})
+    return level
+
+
+#: A topology level: a name that is neither blank nor reserved (the schema says so as the check does).
+Level = Annotated[str, Field(max_length=MAX_WORD, json_schema_extra={"pattern": r"\S",
+                                                                      "not": {"enum": list(RESERVED_LEVELS)}}),
+                  AfterValidator(_level_name)]
+
+
+def _count_running_pods(value: Any) -> Any:
+    """All running pods together, counted before any is validated (each job's list has its own cap)."""
+    running = value.get("running") if isinstance(value, dict) else None
+    if isinstance(running, list):
+        total = sum(len(r["pods"]) for r in running if isinstance(r, dict) and isinstance(r.get("pods"), list))
+        if total > MAX_RUNNING_PODS_TOTAL:
+            raise PydanticCustomError("too_long", "at most {max} running pods in all, not {total}",
+                                      {"max": MAX_RUNNING_PODS_TOTAL, "total": total})
+    return value
+
+
 class Cluster(Strict):
-    pools: list[Pool] = Field(default_factory=list)
-    nodes: list[Node] = Field(min_length=1)
-    running: list[RunningJob] = Field(default_factory=list)
+    pools: bounded_list(Pool, MAX_POOLS) = Field(default_factory=list)
+    nodes: bounded_list(Node, MAX_NODES) = Field(min_length=1)
+    running: bounded_list(RunningJob, MAX_RUNNING_JOBS) = Field(default_factory=list)
     #: hierarchy levels, narrowest first (like Kueue's Topology levels): `nvlink_domain`, `rack` and
     #: `block` read node.topology; any other name reads that node label (e.g. a spine label)
-    topology_levels: list[str] = Field(default_factory=lambda: ["nvlink_domain", "rack", "block"],
-                                       min_length=1, max_length=16)
+    topology_levels: list[Level] = Field(default_factory=lambda: ["nvlink_domain", "rack", "block"],
+                                         min_length=1, max_length=16, json_schema_extra={"uniqueItems": True})
     #: named `nvidia-smi topo -m` texts that nodes of one class share via node.topology.topo_matrix
-    topo_matrices: dict[str, str] = Field(default_factory=dict)
+    topo_matrices: bounded_dict(Annotated[str, Field(max_length=MAX_NAME)],
+                                Annotated[str, Field(max_length=MAX_TEXT)],
+                                MAX_TOPOLOGY_MATRICES) = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _running_pods(cls, value: Any) -> Any:
+        return _count_running_pods(value)

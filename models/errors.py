@@ -17,14 +17,23 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 Loc = tuple[str | int, ...]
 
 
+#: Errors one ErrorList reports; beyond it they are counted, not built (a request with 200,000 bad
+#: pods would otherwise build, send and print 200,000 of them, and no one reads past the first).
+MAX_ERRORS = 1_000
+
+
 class ErrorList:
-    """Collects (path, reason) pairs so one request reports all of its problems at once."""
+    """Collects (path, reason) pairs so one request reports its problems at once (up to MAX_ERRORS)."""
 
     def __init__(self, title: str) -> None:
         self.title = title
         self._errors: list[InitErrorDetails] = []
+        self._dropped = 0
 
     def add(self, loc: Sequence[str | int], reason: str, value: Any = None, kind: str = "invalid") -> None:
+        if len(self._errors) >= MAX_ERRORS:
+            self._dropped += 1
+            return
         self._errors.append(
             InitErrorDetails(
                 type=PydanticCustomError(kind, "{reason}", {"reason": reason}),
@@ -38,7 +47,12 @@ class ErrorList:
 
     def raise_if_any(self) -> None:
         if self._errors:
-            raise ValidationError.from_exception_data(self.title, self._errors)
+            errors = self._errors
+            if self._dropped:
+                errors = [*errors, InitErrorDetails(
+                    type=PydanticCustomError("too_many_errors", "{count} more errors not shown",
+                                             {"count": self._dropped}), loc=(), input=None)]
+            raise ValidationError.from_exception_data(self.title, errors)
 
 
 def reject(title: str, loc: Sequence[str | int], reason: str, value: Any = None) -> None:

@@ -9,7 +9,22 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from placement_models.base import Strict, as_utc
+from placement_models.base import (
+    MAX_CPU,
+    MAX_GPU_MEMORY_GIB,
+    MAX_HOURS,
+    MAX_LABELS,
+    MAX_MEMORY_GIB,
+    MAX_TAINTS,
+    MAX_TASKS,
+    MAX_WORD,
+    Name,
+    Strict,
+    Word,
+    as_utc,
+    bounded_dict,
+    bounded_list,
+)
 from placement_models.cluster import Toleration
 from placement_models.errors import ErrorList
 from pydantic import Field, field_validator, model_validator
@@ -18,17 +33,17 @@ from pydantic import Field, field_validator, model_validator
 class Task(Strict):
     """A set of identical pods; the solver decides how many go to each node, not which."""
 
-    name: str = Field(min_length=1)
+    name: Name
     replicas: int = Field(1, ge=1, le=100_000)
     gpus: int = Field(0, ge=0, le=128)
-    gpu_memory_gib: float | None = Field(None, ge=0)
-    cpu: float = Field(0.0, ge=0)
-    memory_gib: float = Field(0.0, ge=0)
-    node_selector: dict[str, str] = Field(default_factory=dict)
-    tolerations: list[Toleration] = Field(default_factory=list)
+    gpu_memory_gib: float | None = Field(None, ge=0, le=MAX_GPU_MEMORY_GIB)
+    cpu: float = Field(0.0, ge=0, le=MAX_CPU)
+    memory_gib: float = Field(0.0, ge=0, le=MAX_MEMORY_GIB)
+    node_selector: bounded_dict(Word, Word, MAX_LABELS) = Field(default_factory=dict)
+    tolerations: bounded_list(Toleration, MAX_TAINTS) = Field(default_factory=list)
     #: each pod takes one MIG instance of this profile ("1g.10gb"), or "auto": the smallest profile
     #: with at least gpu_memory_gib on whichever MIG model the pod lands
-    mig_profile: str | None = Field(None, min_length=1)
+    mig_profile: str | None = Field(None, min_length=1, max_length=MAX_WORD)
     #: each pod takes this fraction of one time-sliced/MPS GPU (openb's gpu_milli / 1000)
     gpu_share: float | None = Field(None, gt=0, le=1)
     #: pods of this task that must be placed for the job to run (an elastic task runs with min_replicas to
@@ -70,7 +85,7 @@ class TopologySlice(Strict):
     """
 
     size: int = Field(ge=1, le=100_000)
-    required: str = Field(min_length=1)
+    required: str = Field(min_length=1, max_length=MAX_WORD)
 
 
 class JobTopology(Strict):
@@ -80,14 +95,14 @@ class JobTopology(Strict):
     level is better (soft, `topology.spread`). `slice`: see TopologySlice.
     """
 
-    required: str | None = Field(None, min_length=1)
-    preferred: str | None = Field(None, min_length=1)
+    required: str | None = Field(None, min_length=1, max_length=MAX_WORD)
+    preferred: str | None = Field(None, min_length=1, max_length=MAX_WORD)
     slice: TopologySlice | None = None
 
 
 class Job(Strict):
-    name: str = Field(min_length=1)
-    team: str | None = None
+    name: Name
+    team: Name | None = None
     priority: int = Field(0, ge=-(2**31), le=2**31)
     submitted_at: datetime | None = None
     _tz = field_validator("submitted_at")(as_utc)
@@ -95,13 +110,13 @@ class Job(Strict):
     #: pods that must be placed in all (default: the sum of the tasks' min_replicas, which is every pod when no
     #: task sets one); at least that sum when both are given
     min_available: int | None = Field(None, ge=1, le=10_000_000)
-    tasks: list[Task] = Field(min_length=1)
+    tasks: bounded_list(Task, MAX_TASKS) = Field(min_length=1)
     #: where the gang's pods may sit in the cluster hierarchy (compile/topology.py)
     topology: JobTopology | None = None
     #: may run on spot nodes (which can be reclaimed at any time); false keeps it off spot entirely
     spot_ok: bool = False
     #: hours between checkpoints: a reclaim loses half of one interval on average (unset = no checkpoints)
-    checkpoint_interval_h: float | None = Field(None, gt=0)
+    checkpoint_interval_h: float | None = Field(None, gt=0, le=MAX_HOURS)
     #: expected hours of running; prices a placement (unset: costed as one hour)
     expected_runtime_h: float | None = Field(None, gt=0, le=1_000_000)
     #: hours the job may run once started (reported as overdue past it; unset: its team's, else no limit)
@@ -111,7 +126,7 @@ class Job(Strict):
     #: peak GPU memory one of the job's GPUs (or MIG instances) held over the last metrics window
     #: (`placement usage annotate` writes it from DCGM); below a task's gpu_memory_gib it costs
     #: `usage.over_declared`, and it sizes the MIG instance a `right_size` job may be moved to
-    observed_gpu_memory_gib: float | None = Field(None, ge=0)
+    observed_gpu_memory_gib: float | None = Field(None, ge=0, le=MAX_GPU_MEMORY_GIB)
     #: mean utilisation of the job's GPUs over that window, 0..1 (DCGM_FI_DEV_GPU_UTIL / 100); a right-sized
     #: pod's instance has at least this × policy.right_size_headroom of the GPU's SMs
     observed_sm_util: float | None = Field(None, ge=0, le=1)

@@ -6,10 +6,22 @@ Everything here tunes the solve; none of it describes the cluster or the work.
 from __future__ import annotations
 
 from datetime import datetime, time
-from typing import Literal
+from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from placement_models.base import Strict, as_utc
+from placement_models.base import (
+    MAX_COUNT,
+    MAX_NAME,
+    MAX_POOLS,
+    MAX_PREVIOUS_ASSIGNMENTS,
+    MAX_SECONDS,
+    MAX_WEIGHT,
+    MAX_WORD,
+    Priority,
+    Strict,
+    as_utc,
+    bounded_dict,
+)
 from placement_models.cluster import GpuSharing
 from pydantic import (
     BaseModel,
@@ -25,40 +37,44 @@ from pydantic import (
 class Weights(Strict):
     """Objective weights, in GPU-equivalents: 1.0 = the value of placing one lowest-priority GPU."""
 
-    priority: float = Field(1.0, ge=0)
-    fragmentation: float = Field(0.1, ge=0)
+    priority: float = Field(1.0, ge=0, le=MAX_WEIGHT)
+    fragmentation: float = Field(0.1, ge=0, le=MAX_WEIGHT)
     #: GPU-equivalents per currency unit of expected cost: 0.01 = $100 weighs as much as placing
     #: one lowest-priority GPU (compile/cost.py explains the conversion; on existing nodes only the
     #: premium over a task's cheapest node counts, so cost steers where work runs, not whether)
-    cost: float = Field(0.01, ge=0)
+    cost: float = Field(0.01, ge=0, le=MAX_WEIGHT)
     #: per GPU a team holds below its fair entitlement, most for its first quarter (compile/fairness.py)
-    fairness: float = Field(1.0, ge=0)
+    fairness: float = Field(1.0, ge=0, le=MAX_WEIGHT)
     #: per GPU of a placed job, per day it has waited since `submitted_at` (capped at 30 days)
-    aging: float = Field(0.1, ge=0)
+    aging: float = Field(0.1, ge=0, le=MAX_WEIGHT)
     #: the most the victims on one node may cost together, in GPUs of the cheapest priority class that may
     #: preempt them; below 1 a job that fits by evicting allowed victims always beats keeping them. Within it,
     #: victims are chosen lowest priority first, then fewest, least work lost, newest (compile/preemption.py)
-    preemption: float = Field(0.5, ge=0)
+    preemption: float = Field(0.5, ge=0, le=MAX_WEIGHT)
     #: scales the topology terms (compile/topology.py): per extra domain of a `preferred` level, per
     #: empty multi-node domain broken into, and the in-node bandwidth shortfall of each pod
-    topology: float = Field(0.5, ge=0)
+    topology: float = Field(0.5, ge=0, le=MAX_WEIGHT)
     #: per GPU whose MIG layout the plan changes (compile/mig.py): creating and destroying instances
-    mig_reconfigure: float = Field(0.1, ge=0)
+    mig_reconfigure: float = Field(0.1, ge=0, le=MAX_WEIGHT)
     #: per idle whole GPU the plan turns into a shared GPU (compile/sharing.py): below what the smallest
     #: share pod earns (openb's 0.05 of a GPU at the lowest priority), so converting a GPU to place pods
     #: pays, while a pod on an already shared GPU costs nothing and is preferred
-    sharing_change: float = Field(0.01, ge=0)
+    sharing_change: float = Field(0.01, ge=0, le=MAX_WEIGHT)
     #: per GPU of a placed pod whose declared gpu_memory_gib goes unused (observed_gpu_memory_gib),
     #: times the unused fraction: declared 32 GiB, used 8 -> 0.75 of this (compile/usage.py)
-    over_declared: float = Field(0.5, ge=0)
+    over_declared: float = Field(0.5, ge=0, le=MAX_WEIGHT)
     #: per GPU a right-sized pod saves by taking a MIG instance instead of a whole GPU (0.25: a 1g pod
     #: saving 7/8 of a GPU outweighs one MIG re-layout at the default mig_reconfigure)
-    right_size: float = Field(0.25, ge=0)
+    right_size: float = Field(0.25, ge=0, le=MAX_WEIGHT)
     #: per GPU of a pending pod that stays on the node the previous plan gave it (compile/stability.py)
-    stability: float = Field(0.2, ge=0)
+    stability: float = Field(0.2, ge=0, le=MAX_WEIGHT)
     #: per placed job × 1 / (1 + expected_runtime_h): at equal GPUs, more and shorter jobs start, so the mean
     #: wait over many cycles falls (compile/waiting.py)
     turnaround: float = Field(0.0, ge=0, le=1000)
+
+
+#: a name in a previous plan (added nodes are named `pool/new-k`, a little longer than a name)
+_Ref = Annotated[str, Field(max_length=MAX_WORD)]
 
 
 class PreviousAssignment(BaseModel):
@@ -66,9 +82,9 @@ class PreviousAssignment(BaseModel):
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
-    job: str
-    task: str
-    node: str
+    job: _Ref
+    task: _Ref
+    node: _Ref
 
 
 class PreviousReservation(BaseModel):
@@ -76,7 +92,7 @@ class PreviousReservation(BaseModel):
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
-    job: str
+    job: _Ref
 
 
 class PreviousPlan(BaseModel):
@@ -86,7 +102,7 @@ class PreviousPlan(BaseModel):
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
-    assignments: list[PreviousAssignment] = Field(default_factory=list, max_length=1_000_000)
+    assignments: list[PreviousAssignment] = Field(default_factory=list, max_length=MAX_PREVIOUS_ASSIGNMENTS)
     #: the reservations it held: a job reserved last cycle that fits now starts now (its reservation is kept)
     reservations: list[PreviousReservation] = Field(default_factory=list, max_length=10_000)
 
@@ -143,7 +159,7 @@ class BorrowWithinCohort(Strict):
     other teams that borrow too? Only jobs of lower priority, and at most `max_priority_threshold` when set."""
 
     policy: Literal["never", "lower_priority"] = "never"
-    max_priority_threshold: int | None = None
+    max_priority_threshold: Priority | None = None
 
 
 class PreemptionRules(Strict):
@@ -196,12 +212,13 @@ class Policy(Strict):
     #: off-peak windows: when set, `peak` is derived from them at the planning time (set one or the other)
     off_peak: OffPeak | None = None
     #: pool -> GPUs of its nodes left free during peak (e.g. for inference); released off-peak
-    reserve: dict[str, int] = Field(default_factory=dict)
+    reserve: bounded_dict(Annotated[str, Field(max_length=MAX_NAME)], Annotated[int, Field(ge=0, le=MAX_COUNT)],
+                          MAX_POOLS) = Field(default_factory=dict)
     #: the time of this plan (ages, minimum runtimes, usage decay); unset: the latest time the request
     #: mentions, so the same request always gives the same plan (PlacementRequest.planning_time)
     now: datetime | None = None
     #: a running job is never preempted before it has run this long (Slurm's PreemptExemptTime)
-    min_runtime_s: float = Field(0.0, ge=0)
+    min_runtime_s: float = Field(0.0, ge=0, le=MAX_SECONDS)
     #: a pending job that has waited this long (since `submitted_at`) is starved: the oldest such jobs, up to
     #: `max_reservations`, start now when they fit, else hold a reservation — the nodes where they fit first as
     #: running jobs end (`expected_runtime_h`) — that this plan backfills only with work ending before it
@@ -231,7 +248,7 @@ class Policy(Strict):
     #: running pods hold never move; an idle GPU may be partitioned, an idle partitioned GPU made whole
     allow_mig_changes: bool = False
     #: at most this many GPUs change MIG layout in one plan (unset: no cap)
-    max_mig_changes: int | None = Field(None, ge=0)
+    max_mig_changes: int | None = Field(None, ge=0, le=MAX_COUNT)
     #: may the plan turn idle whole GPUs into shared GPUs for gpu_share pods, as HAMi, KAI and the openb
     #: cluster share any GPU on demand? Off: share pods go only onto GPUs listed in a node's `sharing`
     allow_sharing_changes: bool = False
@@ -239,7 +256,7 @@ class Policy(Strict):
     #: shared GPU; replicas caps its pods)
     sharing_default: GpuSharing = Field(default_factory=lambda: GpuSharing(mode="time-slicing", replicas=8))
     #: at most this many GPUs turned into shared GPUs in one plan (unset: no cap)
-    max_sharing_changes: int | None = Field(None, ge=0)
+    max_sharing_changes: int | None = Field(None, ge=0, le=MAX_COUNT)
     #: a right-sized pod's MIG instance holds at least observed_gpu_memory_gib × this
     right_size_headroom: float = Field(1.25, ge=1, le=4)
 
@@ -248,14 +265,24 @@ class Policy(Strict):
     @field_validator("preemption", mode="wrap")
     @classmethod
     def _rules_or_bool(cls, value: object, handler: ValidatorFunctionWrapHandler) -> bool | PreemptionRules:
-        """An object is PreemptionRules, anything else a bool: errors name the rule's own path, not the union's."""
-        if isinstance(value, dict | PreemptionRules):
-            return PreemptionRules.model_validate(value)
-        return _BOOL.validate_python(value)
+        return rules_or_bool(value)
 
     @property
     def preemption_rules(self) -> PreemptionRules | None:
         """The rules `preemption` stands for: None when off, the defaults for `true`."""
-        if self.preemption is True:
-            return _DEFAULT_RULES
-        return self.preemption or None
+        return resolve_rules(self.preemption)
+
+
+def rules_or_bool(value: object) -> bool | PreemptionRules:
+    """A `preemption` value: an object is PreemptionRules, anything else a bool (errors name the rule's own
+    path, not the union's)."""
+    if isinstance(value, dict | PreemptionRules):
+        return PreemptionRules.model_validate(value)
+    return _BOOL.validate_python(value)
+
+
+def resolve_rules(value: bool | PreemptionRules) -> PreemptionRules | None:
+    """The rules a `preemption` value stands for: None when off, the defaults for `true`."""
+    if value is True:
+        return _DEFAULT_RULES
+    return value or None

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from functools import cached_property
 from typing import Literal
 
-from placement_models.base import Strict
+from placement_models.base import MAX_JOBS, MAX_TEAMS, Strict, bounded_list
 from placement_models.cluster import (
     Cluster,
     GpuSharing,
@@ -34,7 +34,7 @@ from placement_models.cluster import (
 )
 from placement_models.errors import ErrorList
 from placement_models.jobs import Job, JobTopology, Task, TopologySlice
-from placement_models.policy import Policy, PreviousAssignment, PreviousPlan, Weights
+from placement_models.policy import Policy, PreemptionRules, PreviousAssignment, PreviousPlan, Weights, resolve_rules
 from placement_models.teams import FlavorQuota, GpuQuota, Quota, Team
 from pydantic import Field, model_validator
 
@@ -51,8 +51,8 @@ API_VERSION = "placement/v1"
 class PlacementRequest(Strict):
     api_version: Literal["placement/v1"] = API_VERSION
     cluster: Cluster
-    jobs: list[Job] = Field(default_factory=list)
-    teams: list[Team] = Field(default_factory=list)
+    jobs: bounded_list(Job, MAX_JOBS) = Field(default_factory=list)
+    teams: bounded_list(Team, MAX_TEAMS) = Field(default_factory=list)
     policy: Policy = Field(default_factory=Policy)
 
     @model_validator(mode="after")
@@ -86,6 +86,24 @@ class PlacementRequest(Strict):
                        True)
         errors.raise_if_any()
         return self
+
+    def preemption_rules_for(self, team: str | None) -> PreemptionRules | None:
+        """The preemption rules of a job of `team` (the preemptor's, as Kueue reads its ClusterQueue's): the
+        team's own `preemption`, else `policy.preemption`; None when off."""
+        if team is not None:
+            own = self._team_rules.get(team)
+            if own is not None:
+                return resolve_rules(own)
+        return self.policy.preemption_rules
+
+    @cached_property
+    def _team_rules(self) -> dict[str, bool | PreemptionRules]:
+        return {t.name: t.preemption for t in self.teams if t.preemption is not None}
+
+    @property
+    def may_preempt(self) -> bool:
+        """Does some job's rule set allow preemption at all (the policy's, or a team's own)?"""
+        return self.policy.preemption_rules is not None or any(resolve_rules(v) for v in self._team_rules.values())
 
     def planning_time(self) -> datetime:
         """`policy.now`, else the latest time the request mentions (else the epoch): one answer everywhere.
@@ -260,11 +278,8 @@ def _check_topology(errors: ErrorList, request: PlacementRequest) -> None:
     """Levels are distinct names; jobs name known levels; slices cut GPU tasks into whole groups;
     node topo_matrix references exist (the matrix text itself is parsed by placement.topology)."""
     levels = request.cluster.topology_levels
-    for i, level in enumerate(levels):
-        if level in (NODE_LEVEL, "cluster") or not level.strip():
-            errors.add(("cluster", "topology_levels", i), f"'{level}' is reserved or empty; name a domain "
-                       f"level such as {', '.join(_TOPOLOGY_FIELDS)} or a node label key", level)
-        elif level in levels[:i]:
+    for i, level in enumerate(levels):  # blank and reserved names are refused per field (cluster.Level)
+        if level in levels[:i]:
             errors.add(("cluster", "topology_levels", i), f"level '{level}' is listed twice", level)
     known = [NODE_LEVEL, *levels]
     for ji, job in enumerate(request.jobs):

@@ -8,10 +8,21 @@ ClusterQueue covers `nvidia.com/gpu`, `cpu` and `memory`.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
-from placement_models.base import Strict, as_utc
+from placement_models.base import (
+    MAX_GPU_HOURS,
+    MAX_HOURS,
+    MAX_WEIGHT,
+    Name,
+    Strict,
+    Word,
+    as_utc,
+    bounded_list,
+)
 from placement_models.errors import ErrorList
-from pydantic import Field, field_validator, model_validator
+from placement_models.policy import PreemptionRules, rules_or_bool
+from pydantic import Field, ValidatorFunctionWrapHandler, field_validator, model_validator
 
 
 class GpuQuota(Strict):
@@ -43,8 +54,8 @@ class ResourceQuota(Strict):
 class FlavorQuota(Strict):
     """Quota on one flavor of GPUs (Kueue's ResourceFlavor): the nodes of a pool, of a GPU model, or both."""
 
-    pool: str | None = Field(None, min_length=1)
-    gpu_model: str | None = Field(None, min_length=1)
+    pool: Name | None = None
+    gpu_model: Annotated[Word, Field(min_length=1)] | None = None
     gpus: GpuQuota
 
     @model_validator(mode="after")
@@ -62,7 +73,8 @@ class Quota(Strict):
     (a CPU or memory quota per flavor is not expressible: it counts every node)."""
 
     gpus: GpuQuota | None = None
-    flavors: list[FlavorQuota] = Field(default_factory=list)
+    #: one per pool and GPU model at most
+    flavors: bounded_list(FlavorQuota, 1_000) = Field(default_factory=list)
     cpu: ResourceQuota | None = None
     memory_gib: ResourceQuota | None = None
 
@@ -85,15 +97,23 @@ def _unique_keys(errors: ErrorList, keys: list[tuple[str | None, str | None]]) -
 class Team(Strict):
     """A tenant: its weight in the fair share, its past usage, and its quota (all in one cohort)."""
 
-    name: str = Field(min_length=1)
-    weight: float = Field(1.0, gt=0)
+    name: Name
+    weight: float = Field(1.0, gt=0, le=MAX_WEIGHT)
     #: GPU-hours used in the past; decayed to `policy.now` with `usage_half_life_h` when `usage_at` is set
-    usage_gpu_h: float = Field(0.0, ge=0)
+    usage_gpu_h: float = Field(0.0, ge=0, le=MAX_GPU_HOURS)
     #: when `usage_gpu_h` was measured (unset: the caller already decayed it to now)
     usage_at: datetime | None = None
-    usage_half_life_h: float | None = Field(None, gt=0)
+    usage_half_life_h: float | None = Field(None, gt=0, le=MAX_HOURS)
     quota: Quota | None = None
     #: hours any of the team's jobs may run (a job's own max_runtime_h overrides it)
     max_runtime_h: float | None = Field(None, gt=0, le=1_000_000)
+    #: whom this team's jobs may preempt, in place of `policy.preemption` (Kueue sets `preemption` per
+    #: ClusterQueue): the same values; unset: the policy's
+    preemption: bool | PreemptionRules | None = None
 
     _tz = field_validator("usage_at")(as_utc)
+
+    @field_validator("preemption", mode="wrap")
+    @classmethod
+    def _rules_or_bool(cls, value: object, handler: ValidatorFunctionWrapHandler) -> bool | PreemptionRules | None:
+        return None if value is None else rules_or_bool(value)

@@ -21,6 +21,7 @@ import asyncio
 import hmac
 import logging
 import re
+import signal
 import threading
 import time
 import uuid
@@ -40,7 +41,6 @@ from placement_service.pool import PoolFull, SolvePool
 from placement_service.settings import Settings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.json_schema import models_json_schema
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -57,6 +57,14 @@ _SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 _POLL_S = 0.1
 #: A solve that starts after its deadline still gets this long, so the greedy floor can be returned.
 _MIN_BUDGET_S = 0.05
+#: A request that would start with less than this share of its time limit left is shed (503) instead:
+#: a solve needs some time beyond the greedy floor for its plan to be worth the wait.
+_MIN_START_SHARE = 0.2
+#: A deterministic solve counts deterministic time, which can run past the wall-clock limit: it is
+#: stopped (504) only at this many times its limit after arrival, plus the margin.
+DETERMINISTIC_SLACK = 2.0
+#: Changes per what-if scenario.
+MAX_CHANGES = 256
 
 Planner = Callable[..., Plan]
 T = TypeVar("T")
@@ -126,7 +134,8 @@ class Health(BaseModel):
 
 def _error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     what = {
-        401: "missing or wrong bearer token", 413: "body over the size limit", 415: "unsupported content type",
+        401: "missing or wrong bearer token", 408: "the body did not arrive within the body timeout",
+        413: "body over the size limit", 415: "unsupported content type",
         422: "invalid request, with field paths", 500: "unexpected error; quote the request id",
         503: "solver pool and queue full, or shutting down; see Retry-After",
         504: "no plan, not even the greedy one, within the time limit plus the margin",
@@ -194,6 +203,79 @@ class RequestContext:
 
 
 # ------------------------------------------------------------------------------------------------
+# Deadlines and draining.
+
+
+class Clock:
+    """One request's deadlines, all counted from its arrival (not from when a thread got to it).
+
+    Until the pool thread has parsed the body, the limit is the server's maximum; `set` then gives
+    the request's own. A wall-clock solve is told to stop at arrival + limit and is answered with a
+    504 only past the margin; a deterministic one is never stopped for time before the safety
+    deadline (DETERMINISTIC_SLACK x limit), since stopping it would change its plan.
+    """
+
+    def __init__(self, arrived: float, limit: float, margin: float) -> None:
+        self.arrived = arrived
+        self.margin = margin
+        self.limit = limit
+        self.deterministic = False
+
+    def set(self, limit: float, deterministic: bool) -> None:
+        self.limit = limit
+        self.deterministic = deterministic
+
+    def solve_end(self) -> float:
+        return self.arrived + self.limit
+
+    def stop_at(self) -> float | None:
+        return None if self.deterministic else self.solve_end()
+
+    def hard_end(self) -> float:
+        return self.arrived + (DETERMINISTIC_SLACK if self.deterministic else 1.0) * self.limit + self.margin
+
+    def latest_start(self) -> float:
+        """Past this, starting the work cannot give an answer worth its wait: shed it."""
+        if self.deterministic:
+            return self.arrived + (DETERMINISTIC_SLACK - 1.0) * self.limit
+        return self.arrived + (1.0 - _MIN_START_SHARE) * self.limit
+
+
+def _drain_on_sigterm(rt: Runtime, loop: asyncio.AbstractEventLoop) -> Callable[[], None]:
+    """Chain onto the server's SIGTERM handler: stop admitting at once (503 with Retry-After), let
+    in-flight work run for `drain_grace_s`, then tell it to return its best plan now, so every
+    request is answered, as JSON with its id, before the server's own shutdown timeout cancels it.
+
+    uvicorn installs its handler before the lifespan starts and restores the original one after it
+    ends; this wraps it for that span. Outside the main thread (tests) nothing is installed.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.getsignal(signal.SIGTERM)
+    grace = rt.settings.drain_grace_s
+
+    def stop_in_flight() -> None:
+        told = rt.pool.stop_running("shutdown")
+        log.info("drain grace of %gs over: %d running solves told to return their best plan", grace, told)
+
+    def on_sigterm(sig: int, frame: Any) -> None:
+        if not rt.pool.draining:
+            rt.pool.draining = True
+            log.info("SIGTERM: draining; %d requests in flight get up to %gs", rt.pool.in_flight, grace)
+            loop.call_soon_threadsafe(loop.call_later, grace, stop_in_flight)
+        if callable(previous):
+            previous(sig, frame)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+    def restore() -> None:
+        if signal.getsignal(signal.SIGTERM) is on_sigterm:
+            signal.signal(signal.SIGTERM, previous)
+
+    return restore
+
+
+# ------------------------------------------------------------------------------------------------
 # The app.
 
 
@@ -231,11 +313,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         rt.pool.open()
+        restore = _drain_on_sigterm(rt, asyncio.get_running_loop())
         log.info("placement service ready: %d solver threads, queue %d, time limit <= %gs, auth %s",
                  settings.max_concurrent_solves, settings.max_queue, settings.max_time_limit_s,
                  "on" if settings.api_token else "off")
-        yield
-        rt.pool.close()
+        try:
+            yield
+        finally:
+            restore()
+            rt.pool.close()
 
     app = FastAPI(
         title="placement",
@@ -266,10 +352,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     guarded = [Depends(authorize)]
 
-    async def read_json_or_yaml(request: Request) -> Any:
+    async def read_body(request: Request) -> tuple[bytes, str]:
+        """Content type checked and the body read (bounded in size and time); parsing is left to the
+        pool thread, so a costly body is paid for inside an admission slot, never on the event loop."""
         kind = bodies.check_content_type(request)
-        raw = await bodies.read_limited(request, settings.max_body_bytes)
-        return await run_in_threadpool(bodies.decode, raw, kind)
+        raw = await bodies.read_limited(request, settings.max_body_bytes, settings.body_timeout_s)
+        return raw, kind
+
+    def decode(raw: bytes, kind: str) -> Any:
+        return bodies.decode(raw, kind, settings.max_body_bytes)
 
     def render(request: Request, data: BaseModel, headers: dict[str, str] | None = None) -> Response:
         if bodies.wants_yaml(request):
@@ -277,9 +368,30 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                             headers=headers)
         return Response(data.model_dump_json(), media_type="application/json", headers=headers)
 
+    def applied_limit(policy: Any, loc: list[str | int]) -> float:
+        """The limit this server gives a solve. A deterministic solve is never cut or re-budgeted (its
+        plan must equal the CLI's for the same request), so a limit or worker count over this server's
+        maximum is refused instead of clamped."""
+        if policy.deterministic:
+            if policy.time_limit_s > settings.max_time_limit_s:
+                raise bodies.invalid([*loc, "policy", "time_limit_s"], f"a deterministic solve is not shortened; "
+                                     f"at most {settings.max_time_limit_s:g}s on this server", "less_than_equal")
+            if policy.workers > settings.max_solver_workers:
+                raise bodies.invalid([*loc, "policy", "workers"], f"a deterministic solve keeps its workers (they "
+                                     f"change the plan); at most {settings.max_solver_workers} on this server",
+                                     "less_than_equal")
+            return float(policy.time_limit_s)
+        return min(policy.time_limit_s, settings.max_time_limit_s)
+
+    def too_late(clock: Clock) -> None:
+        """Shed a request whose wait in the queue left too little of its time to be worth solving."""
+        if time.monotonic() > clock.latest_start():
+            rt.metrics.rejected.inc()
+            raise PoolFull(rt.pool.retry_after(), "the request waited in the queue past its time limit")
+
     @app.post(
         "/v1/plans", response_model=Plan, dependencies=guarded,
-        responses=_error_responses(401, 413, 415, 422, 500, 503, 504),
+        responses=_error_responses(401, 408, 413, 415, 422, 500, 503, 504),
         openapi_extra=_body_doc("PlacementRequest", "a placement request (JSON, or YAML by content type)"),
         summary="Plan placements for every pending job",
     )
@@ -287,52 +399,60 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         """Solve within `min(policy.time_limit_s, max_time_limit_s)` counted from arrival.
 
         The plan always passes `placement.verify`; the `X-Placement-Time-Limit` header says which
-        limit was applied.
+        limit was applied. A deterministic request keeps its own limit and workers (at most the
+        server's), so its plan equals the library's and the CLI's for the same request.
         """
-        rt.pool.check()  # shed load before spending time on the body
-        data = await read_json_or_yaml(request)
+        clock = Clock(request.scope["state"]["arrived"], settings.max_time_limit_s, settings.deadline_margin_s)
+        rt.pool.check(settings.max_time_limit_s)  # shed load before spending time on the body
+        raw, kind = await read_body(request)
+        planner = rt.planner
 
-        def parse() -> PlacementRequest:
+        def work(stop: threading.Event) -> tuple[Plan, float]:
+            data = decode(raw, kind)
             bodies.check_limits(data, ["body"], settings.max_nodes, settings.max_jobs)
             try:
-                return placement_api.parse(data)
+                req = placement_api.parse(data)
             except ValidationError as exc:
                 raise bodies.unprocessable(exc) from None
+            limit = applied_limit(req.policy, ["body"])
+            clock.set(limit, req.policy.deterministic)
+            too_late(clock)
+            return planned(planner, req, clock, clock.solve_end(), stop), limit
 
-        req = await run_in_threadpool(parse)
-        limit = min(req.policy.time_limit_s, settings.max_time_limit_s)
-        plan = await solve(request, req, limit)
+        plan, limit = await run_on_pool(request, work, clock)
         rt.metrics.observe_plan(plan)
         return render(request, plan, {"X-Placement-Time-Limit": f"{limit:g}"})
 
-    async def solve(request: Request, req: PlacementRequest, limit: float) -> Plan:
-        solve_deadline: float = request.scope["state"]["arrived"] + limit
-        planner = rt.planner
-        return await run_on_pool(request, lambda stop: planned(planner, req, solve_deadline, stop),
-                                 solve_deadline, limit)
-
-    def planned(planner: Planner, req: PlacementRequest, deadline: float, stop: threading.Event) -> Plan:
-        """One solve on a pool thread, ending by `deadline` (monotonic), workers clamped."""
-        # Time spent queued comes off the solve; past the deadline the greedy floor still runs.
-        budget = max(_MIN_BUDGET_S, deadline - time.monotonic())
-        workers = min(req.policy.workers, settings.max_solver_workers)
-        policy = req.policy.model_copy(update={"time_limit_s": budget, "workers": workers})
+    def planned(planner: Planner, req: PlacementRequest, clock: Clock, end: float, stop: threading.Event) -> Plan:
+        """One solve on a pool thread, ending by `end` (monotonic), workers clamped; a deterministic
+        solve runs exactly as the request says (its limit counts deterministic time, not the clock)."""
+        if req.policy.deterministic:
+            policy = req.policy
+        else:
+            # Time spent queued comes off the solve; past the deadline the greedy floor still runs.
+            budget = max(_MIN_BUDGET_S, end - time.monotonic())
+            workers = min(req.policy.workers, settings.max_solver_workers)
+            policy = req.policy.model_copy(update={"time_limit_s": budget, "workers": workers})
         started = time.perf_counter()
         try:
             return planner(req.model_copy(update={"policy": policy}), stop=stop)
+        except (OverflowError, FloatingPointError) as exc:
+            raise bodies.invalid(["body"], f"the request's numbers are too large to plan with together ({exc}); "
+                                 "use smaller prices, weights or runtimes", "value_error") from None
         finally:
             rt.metrics.solve_seconds.observe(time.perf_counter() - started)
 
-    async def run_on_pool(request: Request, work: Callable[[threading.Event], T], solve_deadline: float,
-                          limit: float) -> T:
-        """Run `work(stop)` in one pool slot and wait for it without blocking the event loop.
+    async def run_on_pool(request: Request, work: Callable[[threading.Event], T], clock: Clock) -> T:
+        """Run `work(stop)` (parse, validate, solve) in one pool slot and wait for it without blocking
+        the event loop.
 
-        `stop` is set at `solve_deadline` (the work should return its best so far), on client
-        disconnect (499) and at shutdown; past the deadline plus the margin the answer is a 504.
+        `stop` is set at the clock's solve deadline (the work should return its best so far; never
+        for a deterministic solve, whose plan must not depend on timing), on client disconnect (499)
+        and at shutdown; past the clock's hard deadline the answer is a 504. The clock learns the
+        request's own limit once the pool thread has parsed it.
         """
-        hard_deadline = solve_deadline + settings.deadline_margin_s
         stop = threading.Event()  # ends the search: the best plan so far comes back
-        abandoned = threading.Event()  # nobody will read the answer: skip the solve if still queued
+        abandoned = threading.Event()  # nobody will read the answer: skip the work if still queued
 
         def job() -> T | None:
             return None if abandoned.is_set() else work(stop)
@@ -341,13 +461,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             while not future.done():
                 now = time.monotonic()
-                if now >= hard_deadline:
+                hard = clock.hard_end()
+                if now >= hard:
                     _stop(stop, "deadline")
-                    raise HTTPException(504, f"no plan within the time limit of {limit:g}s plus "
+                    raise HTTPException(504, f"no plan within the time limit of {clock.limit:g}s plus "
                                         f"{settings.deadline_margin_s:g}s; the solve was stopped")
-                if now >= solve_deadline:
+                stop_at = clock.stop_at()
+                if stop_at is not None and now >= stop_at:
                     _stop(stop, "deadline")  # the library should be returning already; make sure
-                await asyncio.wait({future}, timeout=min(_POLL_S, hard_deadline - now))
+                await asyncio.wait({future}, timeout=max(0.001, min(_POLL_S, hard - now)))
                 if not future.done() and await request.is_disconnected():
                     _stop(stop, "disconnect")
                     log.info("rid=%s client disconnected; solve stopped", request_id(request))
@@ -364,7 +486,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             if not future.done():
                 # Leaving early (504, disconnect, cancellation): free the thread soon, or skip the
-                # solve entirely if it has not started; the pool slot returns when the thread ends.
+                # work entirely if it has not started; the pool slot returns when the thread ends.
                 abandoned.set()
                 stop.set()
                 future.cancel()
@@ -376,15 +498,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.post(
         "/v1/verify", response_model=VerifyResult, dependencies=guarded,
-        responses=_error_responses(401, 413, 415, 422, 500),
+        responses=_error_responses(401, 408, 413, 415, 422, 500, 503, 504),
         openapi_extra=_body_doc("VerifyBody", "{request, plan} (JSON, or YAML by content type)"),
         summary="Check a plan against a request with the independent verifier",
     )
     async def verify(request: Request) -> Response:
-        """Every broken hard rule, one line each; `valid` is true when there are none."""
-        data = await read_json_or_yaml(request)
+        """Every broken hard rule, one line each; `valid` is true when there are none.
 
-        def check() -> VerifyResult:
+        Parsed and checked in a pool slot like a solve: a big request costs a verification seconds.
+        """
+        clock = Clock(request.scope["state"]["arrived"], settings.max_time_limit_s, settings.deadline_margin_s)
+        rt.pool.check(settings.max_time_limit_s)
+        raw, kind = await read_body(request)
+
+        def check(_: threading.Event) -> VerifyResult:
+            data = decode(raw, kind)
             inner = data.get("request") if isinstance(data, dict) else None
             bodies.check_limits(inner, ["body", "request"], settings.max_nodes, settings.max_jobs)
             try:
@@ -394,11 +522,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             violations = verify_plan(body.request, body.plan)
             return VerifyResult(valid=not violations, violations=violations)
 
-        return render(request, await run_in_threadpool(check))
+        return render(request, await run_on_pool(request, check, clock))
 
     @app.post(
         "/v1/what-if", response_model=WhatIfResult, dependencies=guarded,
-        responses=_error_responses(401, 413, 415, 422, 500, 503, 504),
+        responses=_error_responses(401, 408, 413, 415, 422, 500, 503, 504),
         openapi_extra=_body_doc("WhatIfBody", "{request, scenarios} (JSON, or YAML by content type)"),
         summary="Solve the request and changed copies of it, and compare the plans side by side",
     )
@@ -415,16 +543,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         event (deadline, disconnect, shutdown) cannot reach another process. The price is
         latency (the sum of the limits), which is why the total is bounded.
         """
-        rt.pool.check()
-        data = await read_json_or_yaml(request)
+        clock = Clock(request.scope["state"]["arrived"], settings.max_what_if_s, settings.deadline_margin_s)
+        rt.pool.check(settings.max_time_limit_s)
+        raw, kind = await read_body(request)
+        planner = rt.planner
 
-        def prepare() -> tuple[list[str], list[PlacementRequest], list[float]]:
+        def prepare(data: Any) -> tuple[list[str], list[PlacementRequest], list[float]]:
             if isinstance(data, dict):
                 bodies.check_limits(data.get("request"), ["body", "request"], settings.max_nodes, settings.max_jobs)
                 sent = data.get("scenarios")
                 if isinstance(sent, list) and len(sent) > settings.max_scenarios:
                     raise bodies.invalid(["body", "scenarios"], f"at most {settings.max_scenarios} scenarios per "
                                          f"what-if on this server (got {len(sent)})", "too_long")
+                for i, scenario in enumerate(sent if isinstance(sent, list) else []):
+                    changes = scenario.get("changes") if isinstance(scenario, dict) else None
+                    if isinstance(changes, list) and len(changes) > MAX_CHANGES:
+                        raise bodies.invalid(["body", "scenarios", i, "changes"], f"at most {MAX_CHANGES} changes "
+                                             f"per scenario (got {len(changes)})", "too_long")
             try:
                 body = WhatIfBody.model_validate(data)
             except ValidationError as exc:
@@ -439,13 +574,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 except whatif.ScenarioError as exc:
                     at = [] if exc.change is None else ["changes", exc.change, exc.kind or ""]
                     raise bodies.invalid(["body", "scenarios", i, *at], str(exc), "scenario_error") from None
+                except ValidationError as exc:  # the changed request breaks a rule of the wire format
+                    raise bodies.unprocessable(exc, ["body", "scenarios", i, "changes"]) from None
                 if len(changed.cluster.nodes) > settings.max_nodes:
                     raise bodies.invalid(["body", "scenarios", i, "changes"], f"the scenario grows the cluster to "
                                          f"{len(changed.cluster.nodes)} nodes; at most {settings.max_nodes} on "
                                          "this server", "too_long")
                 names.append(scenario.name)
                 requests.append(changed)
-            limits = [min(r.policy.time_limit_s, settings.max_time_limit_s) for r in requests]
+            limits = [applied_limit(r.policy, ["body", "request"] if k == 0 else ["body", "scenarios", k - 1])
+                      for k, r in enumerate(requests)]
             if sum(limits) > settings.max_what_if_s:
                 raise bodies.invalid(["body", "scenarios"], f"{len(requests)} solves (base and scenarios) of up "
                                      f"to {max(limits):g}s each need {sum(limits):g}s; at most "
@@ -453,16 +591,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                      "scenarios or a lower policy.time_limit_s", "too_long")
             return names, requests, limits
 
-        names, requests, limits = await run_in_threadpool(prepare)
-        arrived: float = request.scope["state"]["arrived"]
-        ends = [arrived + sum(limits[: k + 1]) for k in range(len(limits))]  # each solve's own deadline
-        planner = rt.planner
-
         def work(stop: threading.Event) -> WhatIfResult:
+            names, requests, limits = prepare(decode(raw, kind))
+            clock.set(sum(limits), any(r.policy.deterministic for r in requests))
+            too_late(clock)
+            ends = [clock.arrived + sum(limits[: k + 1]) for k in range(len(limits))]  # each solve's own deadline
             plans = []
             for k, (req, end) in enumerate(zip(requests, ends, strict=True)):
                 try:
-                    plans.append(planned(planner, req, end, stop))
+                    plans.append(planned(planner, req, clock, end, stop))
                 except ValidationError as exc:  # found while indexing, e.g. an unknown GPU model
                     raise bodies.unprocessable(exc, ["body", "request"] if k == 0 else
                                                ["body", "scenarios", k - 1]) from None
@@ -473,11 +610,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             ]
             return WhatIfResult(scenarios=columns)
 
-        total = sum(limits)
-        result = await run_on_pool(request, work, ends[-1], total)
+        result = await run_on_pool(request, work, clock)
         for column in result.scenarios:
             rt.metrics.observe_plan(column.plan)
-        return render(request, result, {"X-Placement-Time-Limit": f"{total:g}"})
+        return render(request, result, {"X-Placement-Time-Limit": f"{clock.limit:g}"})
 
     @app.get("/healthz", response_model=Health, summary="Liveness: the process answers")
     async def healthz() -> Response:
@@ -510,6 +646,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         components = schema.setdefault("components", {}).setdefault("schemas", {})
         for name, definition in extra.get("$defs", {}).items():
             components.setdefault(name, definition)
+        # Bounds this server checks before validation, stated where a client reads the shapes.
+        components["WhatIfBody"]["properties"]["scenarios"]["maxItems"] = settings.max_scenarios
+        components["Scenario"]["properties"]["changes"]["maxItems"] = MAX_CHANGES
+        components["Cluster"]["properties"]["nodes"]["maxItems"] = settings.max_nodes
+        components["PlacementRequest"]["properties"]["jobs"]["maxItems"] = settings.max_jobs
         app.openapi_schema = schema
         return schema
 

@@ -9,13 +9,15 @@ FastAPI reports them, so a caller can point at the exact field.
 
 from __future__ import annotations
 
-import json
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
 import yaml
 from fastapi import HTTPException, Request
 from pydantic import ValidationError
+
+from placement.io import DocumentError, parse_document
 
 JSON_TYPES = ("application/json",)
 YAML_TYPES = ("application/yaml", "application/x-yaml")
@@ -40,30 +42,26 @@ def _too_large(limit: int) -> HTTPException:
     return HTTPException(413, f"request body exceeds the limit of {limit} bytes")
 
 
-async def read_limited(request: Request, limit: int) -> bytes:
-    """The whole body, or 413 as soon as it is known to exceed `limit` (header first, then bytes seen)."""
+async def read_limited(request: Request, limit: int, timeout_s: float | None = None) -> bytes:
+    """The whole body, or 413 as soon as it is known to exceed `limit` (header first, then bytes seen),
+    or 408 when it has not all arrived within `timeout_s` (a slow client must not hold a connection
+    and its buffers for as long as it likes)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:  # a chunked or lying client: stop reading, do not buffer the rest
-            raise _too_large(limit)
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:  # a chunked or lying client: stop reading, do not buffer the rest
+                    raise _too_large(limit)
+                chunks.append(chunk)
+    except TimeoutError:
+        raise HTTPException(408, f"the request body did not arrive within {timeout_s:g}s",
+                            headers={"Connection": "close"}) from None
     return b"".join(chunks)
-
-
-class _NoAliasLoader(yaml.SafeLoader):
-    """SafeLoader without anchors/aliases: a few hundred bytes of nested aliases ("billion laughs")
-    expand into a structure that costs minutes to validate, and requests never need them."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            mark = self.peek_event().start_mark
-            raise yaml.composer.ComposerError(None, None, "YAML aliases are not accepted", mark)
-        return super().compose_node(parent, index)
 
 
 def invalid(loc: Sequence[str | int], msg: str, kind: str) -> HTTPException:
@@ -71,17 +69,14 @@ def invalid(loc: Sequence[str | int], msg: str, kind: str) -> HTTPException:
     return HTTPException(422, [{"type": kind, "loc": list(loc), "msg": msg}])
 
 
-def decode(raw: bytes, kind: str) -> Any:
-    """Parse JSON or YAML; a syntax error is a 422 at `body` (CPU-bound: call it off the event loop)."""
-    if kind in YAML_TYPES:
-        try:
-            return yaml.load(raw, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
-        except (yaml.YAMLError, RecursionError) as exc:
-            raise invalid(["body"], f"invalid YAML: {exc}", "yaml_invalid") from None
+def decode(raw: bytes, kind: str, max_bytes: int | None = None) -> Any:
+    """Parse JSON or YAML with the library's document parser (the CLI's too: one set of limits on
+    size, nesting and YAML aliases); any problem is a 422 at `body`. CPU-bound: call it off the loop."""
+    yaml_body = kind in YAML_TYPES
     try:
-        return json.loads(raw)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise invalid(["body"], f"invalid JSON: {exc}", "json_invalid") from None
+        return parse_document(raw, ".yaml" if yaml_body else ".json", max_bytes=max_bytes)
+    except DocumentError as exc:
+        raise invalid(["body"], str(exc), "yaml_invalid" if yaml_body else "json_invalid") from None
 
 
 def check_limits(data: Any, prefix: Sequence[str | int], max_nodes: int, max_jobs: int) -> None:
@@ -99,11 +94,24 @@ def check_limits(data: Any, prefix: Sequence[str | int], max_nodes: int, max_job
                       "too_long")
 
 
+#: Errors one 422 lists; the rest are counted in a last item (a body of 50,000 bad nodes is answered
+#: in milliseconds with what a person can act on, not with a multi-megabyte list).
+MAX_ERRORS_SHOWN = 100
+
+
 def validation_errors(exc: ValidationError, prefix: Sequence[str | int] = ("body",)) -> list[dict[str, Any]]:
     """pydantic errors as JSON, each `loc` prefixed, without echoing the (possibly huge) input."""
     # `ctx` is left out: the message already states the bound, and custom errors repeat it there.
-    return [{"type": err["type"], "loc": [*prefix, *err["loc"]], "msg": err["msg"]}
-            for err in exc.errors(include_url=False, include_input=False)]
+    if exc.error_count() > 50 * MAX_ERRORS_SHOWN:  # listing them would cost more than finding them did
+        return [{"type": "too_many_errors", "loc": list(prefix),
+                 "msg": f"{exc.error_count()} validation errors; fix the shape of the document and resend"}]
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    shown = [{"type": err["type"], "loc": [*prefix, *err["loc"]], "msg": err["msg"]}
+             for err in errors[:MAX_ERRORS_SHOWN]]
+    if len(errors) > MAX_ERRORS_SHOWN:
+        shown.append({"type": "too_many_errors", "loc": list(prefix),
+                      "msg": f"{len(errors) - MAX_ERRORS_SHOWN} more errors not shown"})
+    return shown
 
 
 def unprocessable(exc: ValidationError, prefix: Sequence[str | int] = ("body",)) -> HTTPException:

@@ -63,13 +63,39 @@ class SolvePool:
         backlog = max(1, self._in_flight) / self.max_concurrent
         return max(1, min(math.ceil(self.max_retry_after_s), math.ceil(self._avg_solve_s * backlog)))
 
-    def check(self) -> None:
-        """Cheap early refusal, before a body is read and parsed; `submit` is the real gate."""
+    def expected_wait(self) -> float:
+        """Seconds a request admitted now would likely wait for a thread: the requests queued ahead of
+        it, shared over the threads, times the average time one holds a thread."""
+        ahead = self._in_flight - self.max_concurrent + 1
+        return 0.0 if ahead <= 0 else ahead / self.max_concurrent * self._avg_solve_s
+
+    def check(self, budget_s: float | None = None) -> None:
+        """Cheap early refusal, before a body is read and parsed; `submit` is the real gate.
+
+        With `budget_s`, also refuse when the queue ahead would likely use up that budget: the
+        caller gets a 503 with Retry-After now rather than an answer that cannot come in time.
+        """
         if self.draining:
             raise PoolFull(self.retry_after(), "shutting down")
         if self.saturated:
             self.metrics.rejected.inc()
             raise PoolFull(self.retry_after(), "all solver threads busy and the queue is full")
+        if budget_s is not None and self.expected_wait() >= budget_s:
+            self.metrics.rejected.inc()
+            raise PoolFull(self.retry_after(), "the queue ahead would not let this request finish in time")
+
+    def stop_running(self, reason: str) -> int:
+        """Tell every running solve to return its best plan now (the pool keeps admitting nothing new
+        only if `draining` is set); returns how many were told."""
+        with self._lock:
+            stops = list(self._stops)
+        told = 0
+        for stop in stops:
+            if not stop.is_set():
+                stop.set()
+                self.metrics.stopped.labels(reason).inc()
+                told += 1
+        return told
 
     def submit(self, fn: Callable[[], T], stop: threading.Event) -> asyncio.Future[T]:
         """Run `fn` on a solver thread; raise `PoolFull` at once when no slot is free."""

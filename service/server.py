@@ -13,6 +13,7 @@ import logging
 from typing import Any
 
 import uvicorn
+from placement_service.protocol import TimedH11Protocol
 from placement_service.settings import Settings
 from uvicorn.config import LOGGING_CONFIG
 
@@ -38,5 +39,9 @@ def run(host: str | None = None, port: int | None = None, workers: int = 1) -> N
     uvicorn.run(
         "placement_service.app:create_app", factory=True, host=host, port=port, workers=workers,
         log_config=_log_config(), access_log=False, server_header=False, proxy_headers=False,
-        timeout_graceful_shutdown=int(settings.max_time_limit_s + settings.deadline_margin_s) + 1,
+        http=TimedH11Protocol, limit_concurrency=settings.max_connections, timeout_keep_alive=int(
+            max(1, settings.keep_alive_s)), h11_max_incomplete_event_size=16 * 1024,
+        # The app drains within drain_grace_s (then stops solves, which return at once); uvicorn cancels
+        # what is left only after that and a margin, so no request ends in its plain-text 500.
+        timeout_graceful_shutdown=int(settings.drain_grace_s + settings.deadline_margin_s) + 5,
     )

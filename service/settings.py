@@ -14,6 +14,7 @@ import json
 import os
 from typing import Annotated, Any
 
+from placement_models.base import MAX_JOBS, MAX_NODES
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
@@ -47,9 +48,20 @@ class Settings(BaseSettings):
         60.0, gt=0, le=3600,
         description="bound on a what-if's total solve time: the clamped limits of the base and every scenario",
     )
-    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
-    max_nodes: int = Field(5_000, ge=1)
-    max_jobs: int = Field(5_000, ge=1)
+    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024)
+    max_nodes: int = Field(5_000, ge=1, le=MAX_NODES, description="per request; the wire format allows "
+                           f"{MAX_NODES}")
+    max_jobs: int = Field(5_000, ge=1, le=MAX_JOBS, description=f"per request; the wire format allows {MAX_JOBS}")
+    header_timeout_s: float = Field(5.0, gt=0, le=600, description="a request's headers must arrive within this "
+                                    "after the connection opens or the last response ends; else it is closed")
+    body_timeout_s: float = Field(10.0, gt=0, le=600, description="the body must arrive within this; else 408")
+    keep_alive_s: float = Field(5.0, gt=0, le=600, description="idle keep-alive connections are closed after this")
+    max_connections: int = Field(1_000, ge=1, le=100_000, description="open connections and requests at once "
+                                 "(uvicorn's limit_concurrency): beyond it new ones get 503")
+    drain_grace_s: float = Field(
+        20.0, gt=0, le=3600, description="on SIGTERM: stop admitting (503), let in-flight work finish for this "
+        "long, then stop it (solves return their best plan) and answer; give the pod a longer "
+        "terminationGracePeriodSeconds")
     api_token: SecretStr | None = Field(None, description="bearer token; unset means no authentication")
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
 

@@ -65,7 +65,7 @@ CASES: list[tuple[str, Mutation, tuple[str | int, ...], tuple[str, ...]]] = [
     ("running-gpu-out-of-range", lambda d: _pod(d).update(gpus=[0, 8]),
      ("cluster", "running", 0, "pods", 0, "gpus", 1), ("GPU index 8 out of range",)),
     ("running-gpu-negative", lambda d: _pod(d).update(gpus=[-1]),
-     ("cluster", "running", 0, "pods", 0, "gpus", 0), ("out of range",)),
+     ("cluster", "running", 0, "pods", 0, "gpus", 0), ("out of range", "greater than or equal to 0")),
     ("unhealthy-gpu-out-of-range", lambda d: _node(d).update(unhealthy_gpus=[3, 8]),
      ("cluster", "nodes", 0, "unhealthy_gpus", 1), ("GPU index 8 out of range 0..7",)),
     ("unhealthy-gpu-duplicate", lambda d: _node(d).update(unhealthy_gpus=[3, 3]),
@@ -210,3 +210,29 @@ def test_defaults() -> None:
     assert (policy.sharing_default.mode, policy.sharing_default.replicas) == ("time-slicing", 8)
     # below what the smallest openb share (0.05 of a GPU) earns at priority weight 1: sharing a GPU for it pays
     assert 0 < policy.weights.sharing_change < 0.05 * policy.weights.priority
+
+
+def test_every_list_and_number_has_a_bound_checked_before_the_items() -> None:
+    """A million-item list or mapping is one `too_long` error found at once, and numbers that would
+    overflow the problem build are refused where they are given."""
+    import time
+
+    from placement_models.base import MAX_CPU, MAX_GPUS, MAX_NODES, MAX_WEIGHT
+
+    cases: list[tuple[Mutation, tuple[str | int, ...], str]] = [
+        (lambda d: _node(d).update(unhealthy_gpus=["x"] * 1_000_000), ("cluster", "nodes", 0, "unhealthy_gpus"),
+         "too_long"),
+        (lambda d: _node(d).update(labels={str(i): "x" for i in range(100_000)}), ("cluster", "nodes", 0, "labels"),
+         "too_long"),
+        (lambda d: d["cluster"].update(nodes=[{}] * (MAX_NODES + 1)), ("cluster", "nodes"), "too_long"),
+        (lambda d: _node(d).update(cpu=MAX_CPU * 10), ("cluster", "nodes", 0, "cpu"), "less_than_equal"),
+        (lambda d: d.setdefault("policy", {}).update(weights={"cost": MAX_WEIGHT * 2}),
+         ("policy", "weights", "cost"), "less_than_equal"),
+        (lambda d: _node(d).update(mig={str(g): [] for g in range(MAX_GPUS + 1)}), ("cluster", "nodes", 0, "mig"),
+         "too_long"),
+    ]
+    for mutate, loc, kind in cases:
+        started = time.monotonic()
+        errors = _errors(mutate)
+        assert [(e["loc"], e["type"]) for e in errors] == [(loc, kind)]
+        assert time.monotonic() - started < 3

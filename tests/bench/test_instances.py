@@ -62,4 +62,4 @@ def test_cli_solves_a_gzipped_request(tmp_path: Path, capsys: pytest.CaptureFixt
     broken = tmp_path / "broken.json.gz"
     broken.write_bytes(library.gzipped(b"{}")[:-12])  # truncated
     assert cli_main(["solve", str(broken)]) == 2
-    assert "not a valid gzip file" in capsys.readouterr().err
+    assert "gzip file" in capsys.readouterr().err

@@ -114,10 +114,16 @@ def test_over_the_total_time_bound_is_422(make_client: Build) -> None:
     _, client = make_client(max_what_if_s=5.0)  # base + two scenarios at 2 s = 6 s
     r = client.post("/v1/what-if", json={"request": _request(), "scenarios": SCENARIOS})
     assert _locs(r) == [["body", "scenarios"]]
-    # A scenario raising its own limit is clamped first, then counted.
+    # A wall-clock scenario raising its own limit is clamped first, then counted.
     raised = [{"name": "slow", "changes": [{"policy": {"time_limit_s": 999}}]}]
-    r = client.post("/v1/what-if", json={"request": _request(), "scenarios": raised})
+    wall_clock = _request()
+    wall_clock["policy"]["deterministic"] = False
+    r = client.post("/v1/what-if", json={"request": wall_clock, "scenarios": raised})
     assert "need 7s" in r.json()["detail"][0]["msg"]  # 2 s + the 5 s clamp
+    # A deterministic one is refused instead: clamping would change its plan.
+    r = client.post("/v1/what-if", json={"request": _request(), "scenarios": raised})
+    assert _locs(r) == [["body", "scenarios", 0, "policy", "time_limit_s"]]
+    assert "deterministic solve is not shortened" in r.json()["detail"][0]["msg"]
 
 
 def test_token_is_required_when_set(make_client: Build) -> None:
