@@ -157,10 +157,10 @@ class Problem:
     schedule: Schedule = field(default_factory=Schedule)
 
     def eviction_rules(self, j: int, r: int) -> tuple[str, ...]:
-        """The rules of policy.preemption under which placing pending job j may preempt running job r
-        (`allowed_rules`; the quota conditions are the plan's: compile/preemption.py)."""
+        """The rules of job j's team's `preemption` (else policy.preemption) under which placing it may preempt
+        running job r (`allowed_rules`; the quota conditions are the plan's: compile/preemption.py)."""
         job = self.jobs[j]
-        return allowed_rules(self.request.policy.preemption_rules, job.priority, job.submitted_at,
+        return allowed_rules(self.request.preemption_rules_for(job.team), job.priority, job.submitted_at,
                              self.job_team[j] if self.job_team else -1, self.running[r])
 
     def may_evict(self, j: int, r: int) -> bool:
@@ -175,7 +175,7 @@ class Problem:
 
     def rule_kind(self, j: int) -> tuple[int, int, datetime | None]:
         """What the rules read of a pending job: priority, team and, for `lower_or_newer_equal_priority`, submission."""
-        rules = self.request.policy.preemption_rules
+        rules = self.request.preemption_rules_for(self.jobs[j].team)
         newer = rules is not None and rules.within_team == "lower_or_newer_equal_priority"
         return (self.jobs[j].priority, self.job_team[j] if self.job_team else -1,
                 self.jobs[j].submitted_at if newer else None)
@@ -276,7 +276,7 @@ def build(request: PlacementRequest) -> Problem:
     filters = _NodeFilters(nodes, [effective_labels(n, m) for n, m in zip(nodes, models, strict=True)])
     spot = pricing.node_prices(request.cluster.pools, nodes).spot
     running, teams, job_team = _teams(request, nodes, node_index, tuple(models))
-    rooms = _Rooms(free, running, request.jobs, job_team, request.policy.preemption_rules)
+    rooms = _Rooms(free, running, request, job_team)
     tasks: list[TaskInfo] = []
     job_tasks: list[tuple[int, ...]] = []
     # Thousands of tasks share a shape: their filtered arrays are computed once per signature and shared
@@ -344,7 +344,7 @@ def _teams(request: PlacementRequest, nodes: tuple[Node, ...], node_index: dict[
             index=r, spec=rj, nodes=np.array(where, dtype=np.int64),
             use=np.array([use[r][n] for n in where], dtype=np.int64).reshape(len(where), 3),
             gpu_ids=tuple(tuple(sorted(held[r][n])) for n in where), team=running_team[r],
-            evictable=policy.preemption_rules is not None and rj.preemptible and old_enough, lost_gpu_h=lost,
+            evictable=request.may_preempt and rj.preemptible and old_enough, lost_gpu_h=lost,
             over_nominal=bool(over), ripe=rj.preemptible and old_enough,
         ))
     job_team = tuple(team_of.get(j.team, -1) if j.team else -1 for j in request.jobs)
@@ -366,25 +366,26 @@ def _over_nominal(index: TeamIndex, team: int, use: dict[int, list[int]]) -> boo
 class _Rooms:
     """Per pending job, the room it may count on: free capacity plus what preemptions a rule lets it justify."""
 
-    def __init__(self, free: np.ndarray, running: tuple[RunningInfo, ...], jobs: list[Job],
-                 job_team: tuple[int, ...], rules: PreemptionRules | None) -> None:
+    def __init__(self, free: np.ndarray, running: tuple[RunningInfo, ...], request: PlacementRequest,
+                 job_team: tuple[int, ...]) -> None:
         self.free = free
         self.evictable = [r for r in running if r.evictable]
-        self.jobs = jobs
+        self.jobs = request.jobs
+        self.request = request
         self.job_team = job_team
-        self.rules = rules
-        self.newer = rules is not None and rules.within_team == "lower_or_newer_equal_priority"
         self.cache: dict[tuple[int, int, datetime | None], np.ndarray] = {}
 
     def of(self, j: int) -> np.ndarray:
         if not self.evictable:
             return self.free
         job = self.jobs[j]
-        key = (job.priority, self.job_team[j], job.submitted_at if self.newer else None)
+        rules = self.request.preemption_rules_for(job.team)  # the team decides who its jobs may preempt
+        newer = rules is not None and rules.within_team == "lower_or_newer_equal_priority"
+        key = (job.priority, self.job_team[j], job.submitted_at if newer else None)
         if key not in self.cache:
             room = self.free.copy()
             for r in self.evictable:
-                if allowed_rules(self.rules, job.priority, job.submitted_at, self.job_team[j], r):
+                if allowed_rules(rules, job.priority, job.submitted_at, self.job_team[j], r):
                     room[r.nodes] += r.use
             self.cache[key] = room
         return self.cache[key]

@@ -106,6 +106,29 @@ def test_within_team_takes_a_lower_priority_job_of_its_own_team_only() -> None:
     assert "fits if" not in plan.pending[0].reason  # no rule allows a victim: none is named
 
 
+def test_each_team_preempts_by_its_own_rules() -> None:
+    # Kueue sets `preemption` per ClusterQueue: the preemptor's team decides. The policy is off; a's own rules
+    # let a-hi take a-low's place, b (no rules of its own) keeps waiting beside b-low.
+    running = [_run("a-low", "n1", EIGHT, 0, "a"), _run("b-low", "n2", EIGHT, 0, "b")]
+    teams = [{**_team("a", 8), "preemption": True}, _team("b", 8)]
+    req = _request([_node("n1"), _node("n2")], [_job("a-hi", 8, 5, "a"), _job("b-hi", 8, 5, "b")], running, teams,
+                   preemption=False)
+    plan = solve(req)
+    assert _preempted(plan) == [("a-low", "a-hi", "within_team")]
+    assert _placed(plan) == {"a-hi"}
+    waiting = next(p for p in plan.pending if p.job == "b-hi")
+    assert waiting.constraint == "preemption" and "preemption is off: policy.preemption" in waiting.reason
+    # the other way round: the policy allows, a team's own `false` keeps its jobs from preempting
+    req["policy"]["preemption"] = True
+    req["teams"] = [{**_team("a", 8), "preemption": False}, _team("b", 8)]
+    plan = solve(req)
+    assert _preempted(plan) == [("b-low", "b-hi", "within_team")]
+    waiting = next(p for p in plan.pending if p.job == "a-hi")
+    assert "preemption is off for team a" in waiting.reason
+    req["teams"] = [{**_team("a", 8), "preemption": {"within_team": "never"}}, _team("b", 8)]
+    assert _preempted(solve(req)) == [("b-low", "b-hi", "within_team")]
+
+
 def test_a_higher_priority_job_of_another_team_does_not_preempt_a_team_within_its_nominal() -> None:
     running = [_run("b-low", "n1", EIGHT, 0, "b")]
     plan = solve(_request([_node("n1")], [_job("a-hi", 8, 100, "a")], running, [_team("a", 0), _team("b", 8)]))
@@ -275,6 +298,19 @@ def test_verify_checks_for_job_and_rule() -> None:
     elsewhere = _run("old", "n2", EIGHT, 0)
     assert _verify([elsewhere, _run("x", "n1", EIGHT, 0)], [entry, {**entry, "job": "x"}]) == [
         "preemption: job old is preempted for hi, which has no pod on its nodes (n2)"]
+
+
+def test_verify_reads_the_preemptors_team_rules() -> None:
+    old = _run("old", "n1", EIGHT, 0, "a")
+    entry = {"job": "old", "reason": "p", "for_job": "hi", "rule": "within_team"}
+    own = [{**_team("a", 8), "preemption": True}]
+    assert _verify([old], [entry], own, "a", preemption=False) == []
+    assert _verify([old], [entry], [_team("a", 8)], "a", preemption=False) == [
+        "preemption: job old is preempted but policy.preemption is off"]
+    off = [{**_team("a", 8), "preemption": False}]
+    assert _verify([old], [entry], off, "a") == ["preemption: job old is preempted but team a's preemption is off"]
+    never = [{**_team("a", 8), "preemption": {"within_team": "never"}}]
+    assert _verify([old], [entry], never, "a")[0].endswith("within_team: within_team is never")
 
 
 def test_verify_checks_the_cohort_rules() -> None:

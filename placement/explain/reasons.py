@@ -232,7 +232,7 @@ def _short(problem: Problem, j: int, gang: str, placement: Placement, usage: np.
     capped = _capped(problem, j)
     if capped is not None:
         return Reason(capped[0], text + capped[1] + preempt + after)
-    off = problem.request.policy.preemption_rules is None
+    off = problem.request.preemption_rules_for(problem.jobs[j].team) is None
     return Reason("preemption" if preempt and off else "gang_size", text + preempt + after)
 
 
@@ -374,7 +374,8 @@ def preemption_reason(problem: Problem, r: int, placement: Placement, ledger: Qu
                     continue
                 name = problem.jobs[j].name
                 if rule == "borrow_within_cohort":
-                    cap = problem.request.policy.preemption_rules.borrow_within_cohort.max_priority_threshold
+                    own = problem.request.preemption_rules_for(problem.jobs[j].team)
+                    cap = own.borrow_within_cohort.max_priority_threshold if own is not None else None
                     limit = f", at most {cap}" if cap is not None else ""
                     return Justification(name, rule, f"{borrowing} and priority {victim.priority} < "
                                          f"{problem.jobs[j].priority}{limit}: preempted for {name}, which borrows "
@@ -393,7 +394,7 @@ _DEFAULT_RULES = PreemptionRules()
 def _hint_rules(problem: Problem, j: int, r: int) -> tuple[str, ...]:
     """The rules under which job j may preempt r; with preemption off, those `policy.preemption: true` would give
     (reclaim only if the job's team may end within its nominal)."""
-    if problem.request.policy.preemption_rules is not None:
+    if problem.request.preemption_rules_for(problem.jobs[j].team) is not None:
         return _rules(problem, j, problem.eviction_rules(j, r))
     job, victim = problem.jobs[j], problem.running[r]
     if not victim.ripe:  # not preemptible, or too young: no rule allows it
@@ -404,8 +405,10 @@ def _hint_rules(problem: Problem, j: int, r: int) -> tuple[str, ...]:
 
 
 def _why_kept(problem: Problem, j: int, r: int) -> str:
-    if problem.request.policy.preemption_rules is None:
-        return "preemption is off: policy.preemption"
+    if problem.request.preemption_rules_for(problem.jobs[j].team) is None:
+        team = next((t for t in problem.request.teams if t.name == problem.jobs[j].team), None)
+        return (f"preemption is off for team {team.name}: its preemption" if team is not None
+                and team.preemption is not None else "preemption is off: policy.preemption")
     rule = _hint_rules(problem, j, r)[0]
     return f"{problem.running[r].spec.job} may be preempted for it ({rule}), but the plan keeps it"
 

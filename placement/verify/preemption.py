@@ -51,8 +51,11 @@ def check_preemption(ctx: Context) -> list[str]:
         if p.rule == "max_runtime":
             out += _overdue(ctx, rj)
             continue
-        if policy.preemption_rules is None:
-            out.append(f"preemption: job {p.job} is preempted but policy.preemption is off")
+        team = _team_of(ctx, p.for_job)
+        if ctx.request.preemption_rules_for(team) is None:
+            whose = f"team {team}'s preemption" if any(t.name == team and t.preemption is not None
+                                                       for t in ctx.request.teams) else "policy.preemption"
+            out.append(f"preemption: job {p.job} is preempted but {whose} is off")
         if not rj.preemptible:
             out.append(f"preemption: job {p.job} is preempted but not preemptible")
         if policy.min_runtime_s > 0:
@@ -63,6 +66,11 @@ def check_preemption(ctx: Context) -> list[str]:
                            f"{policy.min_runtime_s:g}")
         out += _for_job(ctx, p.job, p.for_job, p.rule, rj, scopes, team_after)
     return out
+
+
+def _team_of(ctx: Context, job: str) -> str | None:
+    found = ctx.pending_jobs.get(job)
+    return found.team if found is not None else None
 
 
 def _overdue(ctx: Context, rj: RunningJob) -> list[str]:
@@ -97,7 +105,7 @@ def _for_job(ctx: Context, victim: str, for_job: str, rule: str | None, rj: Runn
                 f"({', '.join(sorted(nodes))})"]
     if rule not in RULES:
         return [f"preemption: job {victim} names no rule of policy.preemption ({', '.join(RULES)})"]
-    if ctx.request.policy.preemption_rules is None:
+    if ctx.request.preemption_rules_for(job.team) is None:
         return []  # reported above: preemption is off
     why = _disallowed(ctx, rule, job, rj, landed, scopes, team_after)
     if why is None:
@@ -109,7 +117,7 @@ def _for_job(ctx: Context, victim: str, for_job: str, rule: str | None, rj: Runn
 def _disallowed(ctx: Context, rule: str, job: Job, rj: RunningJob, landed: set[str], scopes: list[Scope],
                 team_after: dict[int, tuple[dict[str, float], dict[str, float]]]) -> str | None:
     """Why `rule` does not allow `job` to take running job rj's place on nodes `landed`, or None."""
-    rules = ctx.request.policy.preemption_rules
+    rules = ctx.request.preemption_rules_for(job.team)  # the preemptor's team's rules, as Kueue reads its queue's
     assert rules is not None
     same = not ctx.request.teams or job.team == rj.team  # without teams, one team: cluster-wide
     lower = job.priority > rj.priority
