@@ -76,13 +76,18 @@ def checkpoint_h(job: Job) -> float:
     return min(job.checkpoint_interval_h, t) if job.checkpoint_interval_h is not None else t
 
 
+#: Expected lost hours that stand for "never finishes" (a century): exponential growth past it is not priced.
+NEVER_H = 876_000.0
+
+
 def lost_h(job: Job, reclaim: np.ndarray | float) -> np.ndarray | float:
     """Expected extra hours reclaims at `reclaim` per hour add to the job's run (0 where the rate is 0)."""
     rate = np.asarray(reclaim, dtype=float)
     t, i = runtime_h(job), checkpoint_h(job)
     safe = np.where(rate > 0, rate, 1.0)
-    extra = (t / i) * np.exp(safe * RESTART_H) * np.expm1(safe * i) / safe - t
-    out = np.where(rate > 0, extra, 0.0)
+    with np.errstate(over="ignore"):  # a long interval at a high rate never ends: capped below
+        extra = (t / i) * np.exp(safe * RESTART_H) * np.expm1(safe * i) / safe - t
+    out = np.minimum(np.where(rate > 0, extra, 0.0), NEVER_H)
     return float(out) if out.ndim == 0 else out
 
 

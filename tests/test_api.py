@@ -444,3 +444,31 @@ def test_short_time_limit_returns_a_valid_plan() -> None:
     assert plan.objective.total >= plan.solver.baseline_objective - 1e-9
     assert plan.assignments  # the greedy floor places work even if CP-SAT finds nothing in time
     assert plan.solver.wall_s < 30  # loose: only that the limit is not ignored outright
+
+
+def test_every_field_at_its_bound_plans_and_verifies() -> None:
+    """Numbers each within their bound can still multiply past 64 bits (weights × class weights × prices, or the
+    lost work of a century-long job on a spot node): the plan comes back, verified, never an overflow."""
+    from placement_models import base as bounds
+
+    spec = {"gpu_model": "H100-SXM5-80GB", "gpus": 8, "cpu": bounds.MAX_CPU, "memory_gib": bounds.MAX_MEMORY_GIB}
+    weights = {k: bounds.MAX_WEIGHT for k in ("priority", "fragmentation", "cost", "fairness", "aging", "preemption",
+                                               "topology", "stability")}
+    req = {
+        "cluster": {"pools": [{"name": "p", "gpu_hour_price": bounds.MAX_PRICE, "capacity_type": "spot",
+                               "reclaim_rate_per_h": 0.5}],
+                    "nodes": [{"name": f"n{i}", "pool": "p", **spec} for i in range(3)],
+                    "running": [{"job": "r", "team": "t", "priority": bounds.MIN_PRIORITY, "preemptible": True,
+                                 "started_at": "2020-01-01T00:00:00Z", "expected_runtime_h": bounds.MAX_HOURS,
+                                 "pods": [{"task": "w", "node": "n0", "gpus": [0]}]}]},
+        "teams": [{"name": "t", "weight": bounds.MAX_WEIGHT, "usage_gpu_h": bounds.MAX_GPU_HOURS},
+                  {"name": "u", "weight": 1e-6}],
+        "jobs": [{"name": f"j{k}", "team": "tu"[k % 2], "priority": bounds.MAX_PRIORITY if k % 2 else bounds.MIN_PRIORITY,
+                  "submitted_at": "1970-01-01T00:00:00Z", "spot_ok": True, "checkpoint_interval_h": bounds.MAX_HOURS,
+                  "expected_runtime_h": bounds.MAX_HOURS,
+                  "tasks": [{"name": "w", "replicas": 2, "gpus": 4, "cpu": bounds.MAX_CPU / 4}]} for k in range(4)],
+        "policy": {"time_limit_s": 2, "workers": 1, "deterministic": True, "weights": weights, "preemption": True},
+    }
+    result = placement.plan(req)
+    assert result.status in ("optimal", "feasible")
+    assert placement.verify(PlacementRequest.model_validate(req), result) == []

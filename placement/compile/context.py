@@ -19,6 +19,8 @@ from placement.solution import Placement
 
 #: Objective coefficients are integers: weights are in GPU-equivalents, scaled by this factor.
 SCALE = 1000
+#: Largest |objective| CP-SAT is asked to reach: well inside 64-bit integers, with room for its own sums.
+MAX_OBJECTIVE = 2**60
 
 
 @dataclass
@@ -64,8 +66,14 @@ class ObjectiveRegistry:
         self.caps[name] = self.caps.get(name, 0) + max(0, round(float(most) * weight * SCALE))
 
     def expression(self) -> cp_model.LinearExprT:
+        """The objective CP-SAT maximises: the terms' sum, divided through when extreme weights would take its
+        range past 64-bit integers (CP-SAT's arithmetic); the terms themselves keep their values for reports."""
         variables = [v for t in self.terms.values() for v in t.variables]
         coefs = [c for t in self.terms.values() for c in t.coefs]
+        reach = sum(abs(c) * max(abs(int(d)) for d in v.proto.domain) for v, c in zip(variables, coefs, strict=True))
+        if reach > MAX_OBJECTIVE:
+            div = -(-reach // MAX_OBJECTIVE)
+            coefs = [c // div if c >= 0 else -(-c // div) for c in coefs]
         return cp_model.LinearExpr.weighted_sum(variables, coefs)
 
     def values(self, value_of: Callable[[cp_model.IntVar], int]) -> dict[str, float]:
