@@ -15,7 +15,8 @@ from placement import candidates, plan, pricing, reservation, screen, timeline
 from placement import compile as compiler
 from placement.api import parse
 from placement.baseline import greedy
-from placement.compile.context import ModelContext
+from placement.compile.context import SCALE, ModelContext
+from placement.compile.priority import nominal_bonus
 from placement.generate import generate
 from placement.problem import Problem
 from placement.search import bound, solve
@@ -94,6 +95,16 @@ def test_the_relaxation_bounds_library_instances_with_teams_devices_and_topology
     # quota credit and fairness live on team totals whose domains follow a trimmed model's pairs:
     # their declared caps, not those domains, must bound them
     _assert_bounds(_load(name))
+
+
+def test_the_quota_cap_holds_when_class_weights_are_capped() -> None:
+    # teams-L has enough GPUs per class that the strict weights reach their cap: its highest class adds nothing
+    # within nominal while lower classes do, and the cap the quota term declares must still cover what they add
+    problem, ctx = _trimmed(_load("teams-L.json"), 1)
+    assert nominal_bonus(problem)[max(job.priority for job in problem.jobs)] == 0.0
+    values = ctx.assignment_of(greedy(problem, pricing.held_back(problem.request, problem.nodes, problem.free)))
+    quota = ctx.objective.values(lambda v: values[v.index])["quota"]
+    assert 0 < quota <= ctx.objective.caps["quota"] / SCALE + 1e-6
 
 
 def test_a_reward_on_variables_without_a_cap_gives_no_bound_in_a_trimmed_model() -> None:

@@ -193,17 +193,16 @@ def _within_nominal(ctx: ModelContext) -> dict[tuple[int, int, int], cp_model.In
     bonus = nominal_bonus(problem)
     weight = problem.request.policy.weights.priority
     step = quantum(problem)
-    top_level = _top_level(problem)
+    most_bonus = _most_bonus(problem, bonus)
     out: dict[tuple[int, int, int], cp_model.IntVar] = {}
     if not weight:
         return out
     for s, scope in enumerate(index.scopes):  # GPU scopes
         for team, ((run_vars, run_coefs, running), placed) in enumerate(team_parts(ctx, scope.mask)):
             nominal = int(scope.nominal[team])
-            if nominal < step or team not in top_level:
+            if nominal < step or team not in most_bonus:
                 continue
-            ctx.objective.cap("quota", max(bonus.get(top_level[team], 0.0), 0.0) * weight * step / MILLI
-                              * (nominal // step))
+            ctx.objective.cap("quota", most_bonus[team] * weight * step / MILLI * (nominal // step))
             room_top = nominal - running + sum(-c for c in run_coefs)  # every preemptible victim evicted
             if room_top < step:
                 continue
@@ -229,15 +228,16 @@ def _within_nominal(ctx: ModelContext) -> dict[tuple[int, int, int], cp_model.In
     return out
 
 
-def _top_level(problem: Problem) -> dict[int, int]:
-    """Per team, the highest priority level of its pending jobs that take GPUs."""
-    top: dict[int, int] = {}
+def _most_bonus(problem: Problem, bonus: dict[int, float]) -> dict[int, float]:
+    """Per team, the largest `nominal_bonus` among the levels of its pending jobs that take GPUs (capped class
+    weights need not grow with the level): what one of its GPUs within nominal can add, at most."""
+    most: dict[int, float] = {}
     for t, task in enumerate(problem.tasks):
         team = problem.job_team[task.job]
         if team >= 0 and problem.gpu_value(t) > 0:
-            level = problem.jobs[task.job].priority
-            top[team] = max(top.get(team, level), level)
-    return top
+            value = max(bonus.get(problem.jobs[task.job].priority, 0.0), 0.0)
+            most[team] = max(most.get(team, value), value)
+    return most
 
 
 def credit(problem: Problem, placement: Placement) -> dict[tuple[int, int, int], int]:
