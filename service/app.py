@@ -38,8 +38,18 @@ from placement_models import PlacementRequest, Plan
 from placement_service import bodies
 from placement_service.metrics import Metrics
 from placement_service.pool import PoolFull, SolvePool
+from placement_service.schemas import (
+    Health,
+    VerifyBody,
+    VerifyResult,
+    WhatIfBody,
+    WhatIfColumn,
+    WhatIfResult,
+    body_doc,
+    error_responses,
+)
 from placement_service.settings import Settings
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic.json_schema import models_json_schema
 from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -68,85 +78,6 @@ MAX_CHANGES = 256
 
 Planner = Callable[..., Plan]
 T = TypeVar("T")
-
-
-# ------------------------------------------------------------------------------------------------
-# Wire shapes that exist only at the HTTP face.
-
-
-class VerifyBody(BaseModel):
-    """A request and a plan for it, checked by the independent verifier."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    request: PlacementRequest
-    plan: Plan
-
-
-class VerifyResult(BaseModel):
-    valid: bool
-    violations: list[str] = Field(description="one '<rule>: <what>' line per broken rule; empty when valid")
-
-
-class WhatIfBody(BaseModel):
-    """A base request and the scenarios (named lists of changes) to solve beside it."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    request: PlacementRequest
-    scenarios: list[whatif.Scenario] = Field(min_length=1)
-
-
-class WhatIfColumn(BaseModel):
-    """One column of the side-by-side table: the library's row and diff, plus the plan itself.
-
-    The row and diff are `placement.whatif`'s own dataclasses, so this shape cannot drift from
-    what `placement what-if --json` writes (plus the time limit this server applied).
-    """
-
-    name: str
-    time_limit_s: float = Field(description="the limit applied to this solve after clamping")
-    row: whatif.Row
-    diff: whatif.Diff | None = Field(description="jobs placed, pending or moved compared with base; null for base")
-    plan: Plan
-
-
-class WhatIfResult(BaseModel):
-    scenarios: list[WhatIfColumn] = Field(description="base first, then the scenarios in the order sent")
-
-
-class ErrorItem(BaseModel):
-    type: str
-    loc: list[str | int] = Field(description="path of the offending field, starting with 'body'")
-    msg: str
-
-
-class ErrorBody(BaseModel):
-    detail: str | list[ErrorItem]
-    request_id: str = Field(description="also in the X-Request-ID header and in the server's log lines")
-
-
-class Health(BaseModel):
-    status: str
-    in_flight: int | None = None
-    capacity: int | None = None
-
-
-def _error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
-    what = {
-        401: "missing or wrong bearer token", 408: "the body did not arrive within the body timeout",
-        413: "body over the size limit", 415: "unsupported content type",
-        422: "invalid request, with field paths", 500: "unexpected error; quote the request id",
-        503: "solver pool and queue full, or shutting down; see Retry-After",
-        504: "no plan, not even the greedy one, within the time limit plus the margin",
-    }
-    return {c: {"model": ErrorBody, "description": what[c]} for c in codes}
-
-
-def _body_doc(schema: str, description: str) -> dict[str, Any]:
-    ref = {"$ref": f"#/components/schemas/{schema}"}
-    content = {kind: {"schema": ref} for kind in bodies.ACCEPTED_TYPES}
-    return {"requestBody": {"required": True, "description": description, "content": content}}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -391,8 +322,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.post(
         "/v1/plans", response_model=Plan, dependencies=guarded,
-        responses=_error_responses(401, 408, 413, 415, 422, 500, 503, 504),
-        openapi_extra=_body_doc("PlacementRequest", "a placement request (JSON, or YAML by content type)"),
+        responses=error_responses(401, 408, 413, 415, 422, 500, 503, 504),
+        openapi_extra=body_doc("PlacementRequest", "a placement request (JSON, or YAML by content type)"),
         summary="Plan placements for every pending job",
     )
     async def create_plan(request: Request) -> Response:
@@ -498,8 +429,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.post(
         "/v1/verify", response_model=VerifyResult, dependencies=guarded,
-        responses=_error_responses(401, 408, 413, 415, 422, 500, 503, 504),
-        openapi_extra=_body_doc("VerifyBody", "{request, plan} (JSON, or YAML by content type)"),
+        responses=error_responses(401, 408, 413, 415, 422, 500, 503, 504),
+        openapi_extra=body_doc("VerifyBody", "{request, plan} (JSON, or YAML by content type)"),
         summary="Check a plan against a request with the independent verifier",
     )
     async def verify(request: Request) -> Response:
@@ -526,8 +457,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.post(
         "/v1/what-if", response_model=WhatIfResult, dependencies=guarded,
-        responses=_error_responses(401, 408, 413, 415, 422, 500, 503, 504),
-        openapi_extra=_body_doc("WhatIfBody", "{request, scenarios} (JSON, or YAML by content type)"),
+        responses=error_responses(401, 408, 413, 415, 422, 500, 503, 504),
+        openapi_extra=body_doc("WhatIfBody", "{request, scenarios} (JSON, or YAML by content type)"),
         summary="Solve the request and changed copies of it, and compare the plans side by side",
     )
     async def what_if(request: Request) -> Response:
@@ -629,7 +560,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             return JSONResponse(body.model_dump())
         return JSONResponse(body.model_dump(), status_code=503, headers={"Retry-After": str(pool.retry_after())})
 
-    @app.get("/metrics", dependencies=guarded, response_class=Response, responses=_error_responses(401),
+    @app.get("/metrics", dependencies=guarded, response_class=Response, responses=error_responses(401),
              summary="Prometheus metrics (text exposition format)")
     async def metrics() -> Response:
         return Response(rt.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
