@@ -35,6 +35,11 @@ MEAN_JOB_GPUS: float = float(np.where(_ITP_SIZES > 8, -(-_ITP_SIZES // 8) * 8, _
 #: Fixed "now": timestamps are offsets from it, so output never depends on the wall clock.
 REFERENCE_TIME = datetime(2026, 12, 2, 0, 0, 0, tzinfo=timezone.utc)
 
+#: Largest request generated: 8x the biggest cluster benchmarked (12,500 nodes), and about a gigabyte of
+#: dicts; beyond it a typo (an extra zero or three) would only exhaust the machine's memory.
+MAX_NODES = 100_000
+MAX_JOBS = 1_000_000
+
 GPUS_PER_NODE = 8
 RACK_SIZE = 16
 RACKS_PER_BLOCK = 4
@@ -77,9 +82,13 @@ def generate(nodes: int, jobs: int, seed: int, *, running_share: float = 0.5) ->
     (83% single-GPU jobs, 1% of 16-64), so small queues vary a lot between seeds.
     """
     if nodes < 1:
-        raise ValueError("nodes must be at least 1")
+        raise ValueError(f"nodes must be at least 1, not {nodes}")
+    if nodes > MAX_NODES:
+        raise ValueError(f"nodes must be at most {MAX_NODES:,}, not {nodes:,}")
     if jobs < 0:
-        raise ValueError("jobs must be non-negative")
+        raise ValueError(f"jobs must be non-negative, not {jobs}")
+    if jobs > MAX_JOBS:
+        raise ValueError(f"jobs must be at most {MAX_JOBS:,}, not {jobs:,}")
     if not 0.0 <= running_share <= 1.0:
         raise ValueError("running_share must be within [0, 1]")
     rng = np.random.default_rng(seed)

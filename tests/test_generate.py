@@ -103,3 +103,16 @@ def test_example_validates_with_llm_pretrain_gang() -> None:
     )
     demand = sum(t.replicas * t.gpus for j in req.jobs for t in j.tasks)
     assert demand > free  # some jobs must stay pending
+
+
+def test_impossible_and_runaway_sizes_are_refused_before_any_work() -> None:
+    from placement.generate import MAX_JOBS, MAX_NODES
+
+    with pytest.raises(ValueError, match="nodes must be at least 1, not 0"):
+        generate(0, 5, seed=1)
+    with pytest.raises(ValueError, match="jobs must be non-negative, not -1"):
+        generate(2, -1, seed=1)
+    with pytest.raises(ValueError, match=f"nodes must be at most {MAX_NODES:,}"):
+        generate(MAX_NODES + 1, 1, seed=1)
+    with pytest.raises(ValueError, match=f"jobs must be at most {MAX_JOBS:,}"):
+        generate(1, MAX_JOBS + 1, seed=1)

@@ -172,7 +172,8 @@ def main(argv: list[str]) -> int:
     for name, data in _instances(args.target, args):
         row = run_one(name, data, args)
         rows.append(row)
-        print(f"{name}: {row['status']} gap {row['gap_pct']}% vs greedy {row['vs_greedy_pct']}%", file=sys.stderr)
+        gap = "n/a" if row["gap_pct"] is None else f"{row['gap_pct']}%"
+        print(f"{name}: {row['status']} gap {gap} vs greedy {row['vs_greedy_pct']}%", file=sys.stderr)
     print(table(rows))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")

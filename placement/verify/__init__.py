@@ -18,6 +18,7 @@ order of `RULES` below is the order of the report.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from placement_models import PlacementRequest, Plan
 
@@ -50,8 +51,16 @@ class PlanViolation(Exception):
         super().__init__(f"plan violates {len(self.violations)} rule(s):\n{shown}")
 
 
-def verify(request: PlacementRequest, plan: Plan) -> list[str]:
-    """All violations of `plan` against `request`, one string each; an empty list means valid."""
+def verify(request: PlacementRequest | dict[str, Any], plan: Plan | dict[str, Any]) -> list[str]:
+    """All violations of `plan` against `request`, one string each; an empty list means valid.
+
+    Takes plain dicts (the wire format, as ``placement.plan()`` does) or models; a dict that is not a
+    valid request or plan raises pydantic's ``ValidationError`` naming the fields, as ``plan()`` does.
+    """
+    if not isinstance(request, PlacementRequest):
+        request = PlacementRequest.model_validate(request)
+    if not isinstance(plan, Plan):
+        plan = Plan.model_validate(plan)
     ctx = Context.build(request, plan)
     out: list[str] = []
     for _rule, check_rule in _CHECKS:
@@ -59,7 +68,7 @@ def verify(request: PlacementRequest, plan: Plan) -> list[str]:
     return out
 
 
-def check(request: PlacementRequest, plan: Plan) -> None:
+def check(request: PlacementRequest | dict[str, Any], plan: Plan | dict[str, Any]) -> None:
     """Raise `PlanViolation` unless `plan` is valid: the gate `placement.plan()` passes plans through."""
     violations = verify(request, plan)
     if violations:
