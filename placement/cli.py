@@ -394,6 +394,8 @@ DELEGATED: dict[str, tuple[str, str]] = {
               "(usage -h)"),
     "kube": ("placement.kube", "Kubernetes objects: 'kube import DIR -o REQ', 'kube plan DIR', "
              "'kube export REQ PLAN'"),
+    "sweep": ("placement.sweep.cli", "a grid of what-if changes, each point solved or simulated over a trace, "
+              "locally or on Ray ('sweep REQUEST --grid KEY=V1,V2 ...'; sweep -h)"),
 }
 
 

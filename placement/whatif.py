@@ -12,12 +12,14 @@ changes:
   - policy: {weights: {cost: 0.01}}                      # any policy field, merged
   - quota: {team: research, quota: {...}}                # needs the teams module
   - mig: {node: n004, layout: {...}}                     # needs the GPU-sharing module
+  - pool: {name: h100-spot, gpu_hour_price: 1.1, reclaim_rate_per_h: 0.1}  # pool fields, merged
 ```
 
-The base request and every scenario are solved in parallel processes (each a full
-`placement.plan`, verified); output keeps the order base, then scenarios as given, whatever
-order the processes finish in. With `policy.deterministic` the plans are reproducible, so a
-scenario's column equals a separate solve of the changed request.
+The base request and every scenario are solved in parallel (each a full `placement.plan`,
+verified) on the shared executor (placement.executor: this machine's cores by default, or Ray
+with `--executor ray[:ADDRESS]`); output keeps the order base, then scenarios as given, whatever
+order the solves finish in. With `policy.deterministic` the plans are reproducible, so a
+scenario's column equals a separate solve of the changed request, on every executor.
 
 Fairness is Jain's index over teams of the share of each team's pending GPU demand the plan
 places (1 = every team served in the same proportion), until the teams module brings its own.
@@ -31,7 +33,6 @@ import json
 import os
 import sys
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,8 @@ import yaml
 from placement_models import NodeTemplate, PlacementRequest, Plan, format_errors
 from placement_models.request import Strict
 from pydantic import Field, ValidationError, model_validator
+
+from placement.executor import EXECUTOR_HELP, Executor, ExecutorError, make_executor, run_all
 
 
 class ScenarioError(ValueError):
@@ -74,7 +77,8 @@ class _Shape(Strict):
 
 class AddNodes(_Shape):
     pool: str
-    count: int = Field(ge=1, le=4096)
+    #: 0 adds nothing, so a sweep axis can start from the cluster as it is
+    count: int = Field(ge=0, le=4096)
 
 
 class Provision(_Shape):
@@ -93,6 +97,15 @@ class Mig(Strict):
     layout: Any
 
 
+class PoolChange(Strict):
+    """Fields of one pool, merged: prices and spot reclaim rates are what capacity questions vary."""
+
+    name: str
+    capacity_type: str | None = None
+    gpu_hour_price: float | None = Field(None, ge=0)
+    reclaim_rate_per_h: float | None = Field(None, ge=0)
+
+
 class Change(Strict):
     """Exactly one kind of change."""
 
@@ -103,13 +116,14 @@ class Change(Strict):
     policy: dict[str, Any] | None = None
     quota: Quota | None = None
     mig: Mig | None = None
+    pool: PoolChange | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Change:
         given = [k for k, v in self.__dict__.items() if v is not None]
         if len(given) != 1:
             raise ValueError(f"a change has exactly one kind (add_nodes, remove_rack, peak, provision, policy, "
-                             f"quota, mig); got {given or 'none'}")
+                             f"quota, mig, pool); got {given or 'none'}")
         return self
 
 
@@ -261,8 +275,13 @@ def _mig(data: dict[str, Any], change: Mig) -> None:
     node["mig"] = copy.deepcopy(change.layout)
 
 
+def _pool_fields(data: dict[str, Any], change: PoolChange) -> None:
+    pool = _pool(data, change.name)
+    pool.update(change.model_dump(exclude={"name"}, exclude_none=True))
+
+
 _APPLY = {"add_nodes": _add_nodes, "remove_rack": _remove_rack, "peak": _peak, "provision": _provision,
-          "policy": _policy, "quota": _quota, "mig": _mig}
+          "policy": _policy, "quota": _quota, "mig": _mig, "pool": _pool_fields}
 
 
 # --------------------------------------------------------------------------------------------
@@ -323,19 +342,27 @@ def _solve(request: PlacementRequest) -> Plan:
 
 
 def what_if(request: PlacementRequest | dict[str, Any], scenarios: list[Scenario],
-            processes: int | None = None) -> WhatIf:
-    """Solve the base request and each scenario (in parallel processes) and compare them."""
+            processes: int | None = None, executor: Executor | None = None) -> WhatIf:
+    """Solve the base request and each scenario in parallel and compare them.
+
+    ``executor`` runs the solves (placement.executor; the caller keeps and closes it); without one, a
+    local process pool of ``processes`` workers (default one per core) is made for this call. A solve
+    that raises is retried once; if it fails again the whole comparison fails (a side-by-side table with
+    a hole in it would hide which column is missing)."""
     base = request if isinstance(request, PlacementRequest) else PlacementRequest.model_validate(request)
     names = ["base", *[s.name for s in scenarios]]
     if len(set(names)) != len(names):
         raise ScenarioError(f"scenario names must be unique and not 'base': {names[1:]}")
     requests = [base, *[apply(base, s) for s in scenarios]]  # all applied before any solve: fail fast
-    workers = max(1, min(len(requests), processes or os.cpu_count() or 1))
-    if workers == 1:
-        plans = [_solve(r) for r in requests]
+    if executor is None:
+        with make_executor("local", max(1, min(len(requests), processes or os.cpu_count() or 1))) as own:
+            outcomes = run_all(_solve, requests, own)
     else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            plans = list(pool.map(_solve, requests))  # map keeps the input order
+        outcomes = run_all(_solve, requests, executor)  # outcomes keep the input order
+    failed = [f"{names[o.index]}: {o.error}" for o in outcomes if not o.ok]
+    if failed:
+        raise RuntimeError(f"solves failed after a retry: {'; '.join(failed)}")
+    plans = [o.value for o in outcomes]
     rows = [summarise(name, req, plan) for name, req, plan in zip(names, requests, plans, strict=True)]
     diffs = [diff(plans[0], p, requests[0]) for p in plans[1:]]
     return WhatIf(names, requests, plans, rows, diffs)
@@ -438,7 +465,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("request", help="request file (.json or .yaml)")
     ap.add_argument("--scenario", "-s", nargs="+", required=True, metavar="FILE",
                     help="scenario files (one scenario or a list each)")
-    ap.add_argument("--processes", type=int, help="parallel solves (default: one per core)")
+    ap.add_argument("--processes", type=int, help="parallel solves (default: one per core; with --executor ray "
+                    "and no address: the CPUs of the Ray runtime started here)")
+    ap.add_argument("--executor", default="local", help=EXECUTOR_HELP)
     ap.add_argument("--time-limit", type=float, help="seconds per solve (overrides policy)")
     ap.add_argument("--deterministic", action="store_true", help="reproducible solves (deterministic time)")
     ap.add_argument("--json", metavar="OUT", help="also write rows, diffs and plans as JSON here")
@@ -457,15 +486,23 @@ def run(args: argparse.Namespace) -> int:
                 policy["deterministic"] = True
         request = PlacementRequest.model_validate(data)
         scenarios = [s for path in args.scenario for s in load_scenarios(path)]
-        result = what_if(request, scenarios, args.processes)
+        spec = getattr(args, "executor", None) or "local"
+        if spec == "local":
+            result = what_if(request, scenarios, args.processes)
+        else:
+            with make_executor(spec, args.processes, cpus_per_task=request.policy.workers) as executor:
+                result = what_if(request, scenarios, args.processes, executor)
     except ValidationError as exc:
         print("error: invalid request or scenario:", file=sys.stderr)
         for line in format_errors(exc):
             print(f"  {line}", file=sys.stderr)
         return 2
-    except (ScenarioError, FileNotFoundError, json.JSONDecodeError, yaml.YAMLError) as exc:
+    except (ScenarioError, ExecutorError, FileNotFoundError, json.JSONDecodeError, yaml.YAMLError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except RuntimeError as exc:  # a solve failed twice: not the input's fault
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     print(result.table())
     print()
     print(render_diffs(result))
