@@ -582,6 +582,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         components["Scenario"]["properties"]["changes"]["maxItems"] = MAX_CHANGES
         components["Cluster"]["properties"]["nodes"]["maxItems"] = settings.max_nodes
         components["PlacementRequest"]["properties"]["jobs"]["maxItems"] = settings.max_jobs
+        if not settings.api_token:  # no token set: the document must not ask clients for one
+            for operations in schema.get("paths", {}).values():
+                for operation in operations.values():
+                    operation.pop("security", None)
+                    operation.get("responses", {}).pop("401", None)
+            schema["components"].pop("securitySchemes", None)
         app.openapi_schema = schema
         return schema
 

@@ -48,7 +48,7 @@ class SolvePool:
         self._in_flight = 0
         self._stops: set[threading.Event] = set()
         self._executor: ThreadPoolExecutor | None = None
-        self._avg_solve_s = 1.0
+        self._avg_solve_s: float | None = None  # unknown until a solve ends: nothing is shed on a guess
 
     @property
     def in_flight(self) -> int:
@@ -61,13 +61,16 @@ class SolvePool:
     def retry_after(self) -> int:
         """Seconds until a slot is likely free: the average solve times the depth of the backlog."""
         backlog = max(1, self._in_flight) / self.max_concurrent
-        return max(1, min(math.ceil(self.max_retry_after_s), math.ceil(self._avg_solve_s * backlog)))
+        average = 1.0 if self._avg_solve_s is None else self._avg_solve_s
+        return max(1, min(math.ceil(self.max_retry_after_s), math.ceil(average * backlog)))
 
     def expected_wait(self) -> float:
         """Seconds a request admitted now would likely wait for a thread: the requests queued ahead of
         it, shared over the threads, times the average time one holds a thread."""
         ahead = self._in_flight - self.max_concurrent + 1
-        return 0.0 if ahead <= 0 else ahead / self.max_concurrent * self._avg_solve_s
+        if ahead <= 0 or self._avg_solve_s is None:
+            return 0.0
+        return ahead / self.max_concurrent * self._avg_solve_s
 
     def check(self, budget_s: float | None = None) -> None:
         """Cheap early refusal, before a body is read and parsed; `submit` is the real gate.
@@ -123,7 +126,10 @@ class SolvePool:
                 elapsed = time.perf_counter() - started
                 self.metrics.solves_running.dec()
                 with self._lock:
-                    self._avg_solve_s += _EWMA_ALPHA * (elapsed - self._avg_solve_s)
+                    if self._avg_solve_s is None:
+                        self._avg_solve_s = elapsed
+                    else:
+                        self._avg_solve_s += _EWMA_ALPHA * (elapsed - self._avg_solve_s)
 
         def release(_: Future[Any]) -> None:
             with self._lock:

@@ -39,7 +39,9 @@ class Settings(BaseSettings):
         0.5, gt=0, le=60, description="grace after the time limit for decode and verification; then 504"
     )
     max_concurrent_solves: int = Field(default_factory=available_cores, ge=1, le=256)
-    max_queue: int = Field(default_factory=available_cores, ge=0, le=10_000)
+    #: queued requests beyond the running ones; what cannot finish by its deadline is shed (503) anyway, so the
+    #: queue only bounds memory: a burst of a scheduler's small calls waits its turn rather than being refused
+    max_queue: int = Field(default_factory=lambda: max(64, 8 * available_cores()), ge=0, le=10_000)
     max_solver_workers: int = Field(
         default_factory=available_cores, ge=1, le=64, description="clamp for policy.workers (CP-SAT threads)"
     )

@@ -120,9 +120,19 @@ def test_openapi_and_docs(client: TestClient) -> None:
     assert set(body) == {"application/json", "application/yaml", "application/x-yaml"}
     components = schema["components"]["schemas"]
     assert {"PlacementRequest", "Plan", "VerifyBody", "VerifyResult", "Node"} <= set(components)
-    assert {"401", "413", "415", "422", "503"} <= set(schema["paths"]["/v1/plans"]["post"]["responses"])
+    responses = schema["paths"]["/v1/plans"]["post"]
+    assert {"413", "415", "422", "503"} <= set(responses["responses"])
+    # no token set: the document asks for none (a client that follows it is never refused)
+    assert "401" not in responses["responses"] and "security" not in responses
+    assert "securitySchemes" not in schema["components"]
     docs = client.get("/docs")
     assert docs.status_code == 200 and "swagger" in docs.text.lower()
+
+
+def test_openapi_asks_for_the_token_only_when_one_is_set(make_client: Build) -> None:
+    _, client = make_client(api_token="s3cret")
+    operation = client.get("/openapi.json").json()["paths"]["/v1/plans"]["post"]
+    assert "401" in operation["responses"] and operation["security"]
 
 
 # ------------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import httpx
 from conftest import settings, slow_planner, small_request
 from placement_models import Plan
 from placement_service.app import create_app
+from placement_service.settings import Settings
 
 from placement import parse, verify
 
@@ -50,3 +51,21 @@ def test_burst_beyond_pool_and_queue() -> None:
         else:
             assert int(r.headers["retry-after"]) >= 1
     assert app.state.runtime.pool.in_flight == 0
+
+
+def test_a_burst_of_small_calls_within_their_deadlines_is_queued_not_shed() -> None:
+    """A scheduler's burst of quick calls (50 at once, as the load test sends) waits its turn under the default
+    queue: nothing is refused while every call can still finish by its deadline."""
+    app = create_app(settings(max_concurrent_solves=2, max_time_limit_s=5, max_queue=Settings().max_queue))
+    request = small_request()
+    transport = httpx.ASGITransport(app=app)
+
+    async def burst() -> list[httpx.Response]:
+        async with httpx.AsyncClient(transport=transport, base_url="http://test", timeout=30) as client:
+            return await asyncio.gather(*(client.post("/v1/plans", json=request) for _ in range(50)))
+
+    try:
+        responses = asyncio.run(burst())
+    finally:
+        app.state.runtime.pool.close()
+    assert [r.status_code for r in responses] == [200] * 50
