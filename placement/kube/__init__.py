@@ -13,8 +13,10 @@ Command (`placement kube ...`, dispatched here by placement/cli.py):
     placement kube plan PATH... [--format table|bindings|patches|kueue] [--plan-out plan.json]
     placement kube export REQUEST PLAN [--format ...]     REQUEST: a v1 request or Kubernetes objects
 
-Warnings (what the request cannot express) go to stderr, one per line; invalid objects exit 2
-with one line per problem naming the object, the file and the field.
+PATH `-` reads the objects from stdin (`kubectl get ... -o json | placement kube plan -`), and
+`kubectl placement ...` (placement.kube.plugin, installed as `kubectl-placement`) runs these
+commands as a kubectl plugin. Warnings (what the request cannot express) go to stderr, one per
+line; invalid objects exit 2 with one line per problem naming the object, the file and the field.
 """
 
 from __future__ import annotations

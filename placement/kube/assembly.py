@@ -7,16 +7,19 @@ so a broken import fails here, naming the imported request, rather than in the s
 
 from __future__ import annotations
 
-from fractions import Fraction
+import math
 from typing import Any
 
 from placement_models import PlacementRequest, format_errors
 from pydantic import ValidationError
 
+from placement.kube.demand import resolve
+from placement.kube.flavors import admitted_shape
 from placement.kube.jobs import Draft
 from placement.kube.nodes import CLIQUE
 from placement.kube.objects import KubeError, Problem
 from placement.kube.origins import JobOrigin, TaskOrigin
+from placement.kube.pods import Shape
 from placement.kube.queues import CLUSTER, TeamSpec
 from placement.kube.state import ImportState
 
@@ -47,6 +50,14 @@ class RequestAssembly(ImportState):
         self.warnings.add(where, "queueName", reason + ": imported without a team")
         return None
 
+    def _flavored(self, shape: Shape, team: str | None, where: str) -> Shape:
+        """Kueue injects the admitting flavor's nodeLabels and tolerations into the pods (placement.kube.flavors)."""
+        spec = self.queues.teams.get(team) if team else None
+        if spec is None or not spec.kueue:
+            return shape
+        rules = [self.queues.flavor_rules[f] for f in spec.flavors if f in self.queues.flavor_rules]
+        return admitted_shape(shape, rules) if rules else shape
+
     def _request(self) -> PlacementRequest:
         jobs = []
         for d in self.drafts:
@@ -66,6 +77,12 @@ class RequestAssembly(ImportState):
         policy = dict(self.options.policy)
         if any(r["preemptible"] for r in self.running):
             policy.setdefault("preemption", True)
+        if self.kai_shares and "allow_sharing_changes" not in policy:
+            # KAI splits any whole GPU for gpu-fraction pods (it reserves the GPU itself): the plan may too,
+            # with enough replicas for the smallest fraction asked
+            policy["allow_sharing_changes"] = True
+            slots = min(128, max(2, math.ceil(1 / min(self.kai_shares))))
+            policy.setdefault("sharing_default", {"mode": "time-slicing", "replicas": slots})
         running = [{k: v for k, v in r.items() if v is not None} for r in self.running]
         self._check_levels(jobs)
         data = {
@@ -79,33 +96,50 @@ class RequestAssembly(ImportState):
             return PlacementRequest.model_validate(data)
         except ValidationError as exc:
             lines = format_errors(exc)
-            raise KubeError([Problem("imported request", "", line) for line in lines]) from None
+            raise KubeError([Problem(self._culprit(err["loc"], data), "", f"imported as {line}")
+                             for err, line in zip(exc.errors(), lines, strict=True)]) from None
+
+    def _culprit(self, loc: tuple[Any, ...], data: dict[str, Any]) -> str:
+        """The object behind a field of the imported request that the wire format refused."""
+        path = [p for p in loc if isinstance(p, (str, int))]
+        if path[:2] == ["cluster", "topology_levels"]:
+            found = self.of("kueue.x-k8s.io", "Topology") + self.of("kai.scheduler", "Topology") + self.of(
+                "topology.volcano.sh", "HyperNode")
+            return found[0].where if found else "topology levels (rack/block label options)"
+        if path[:2] == ["cluster", "nodes"] and len(path) > 2 and isinstance(path[2], int):
+            return self.nodes[path[2]].obj.where
+        if path[:1] == ["jobs"] and len(path) > 1 and isinstance(path[1], int) and path[1] < len(self.drafts):
+            d = self.drafts[path[1]]
+            return d.obj.where if d.obj else f"Pods {d.namespace}/{d.k8s_name}"
+        if path[:1] == ["teams"] and len(path) > 1 and isinstance(path[1], int):
+            name = data["teams"][path[1]]["name"]
+            spec = self.queues.teams.get(name)
+            return spec.where if spec else f"team {name}"
+        return "imported request"
 
     def _job(self, d: Draft, team: str | None) -> dict[str, Any]:
-        share = self._shared_share(d) if any(s.shared_replicas for _, s, _, _ in d.tasks) else None
+        where = d.obj.where if d.obj else f"Pods {d.namespace}/{d.k8s_name}"
+        tasks = []
+        for name, shape, n, _ in d.tasks:
+            shape = self._flavored(shape, team, where)
+            resolved = resolve(shape, self.nodes, where, self.warnings)
+            if resolved.gpu_share is not None and not resolved.mig_profile and (shape.gpu_share is not None
+                                                                             or shape.gpu_memory is not None):
+                self.kai_shares.append(resolved.gpu_share)  # KAI shares any GPU: see _request
+            tasks.append(resolved.task(name, n) | ({"min_replicas": d.task_mins[name]} if name in d.task_mins
+                                                   else {}))
         return {
             "name": d.name, "team": team, "priority": d.priority,
             "submitted_at": d.submitted.isoformat() if d.submitted else None,
-            "min_available": d.min_available, "spot_ok": True, "topology": d.topology,
-            "tasks": [shape.task(name, n, share if shape.shared_replicas else None)
-                      | ({"min_replicas": d.task_mins[name]} if name in d.task_mins else {})
-                      for name, shape, n, _ in d.tasks],
+            "min_available": d.min_available, "spot_ok": True, "topology": d.topology, "tasks": tasks,
         }
-
-    def _shared_share(self, d: Draft) -> Fraction:
-        replicas = {n.sharing[1] for n in self.nodes if n.sharing}
-        if len(replicas) != 1:
-            where = d.obj.where if d.obj else f"Pods {d.namespace}/{d.k8s_name}"
-            found = ", ".join(map(str, sorted(replicas))) or "no shared node"
-            raise KubeError([Problem(where, "resources", f"nvidia.com/gpu.shared is one replica, a share that depends "
-                                     f"on the node's replicas ({found}); placement/v1 needs one share per task")])
-        return Fraction(1, replicas.pop())
 
     def _origin(self, d: Draft, team: str | None) -> JobOrigin:
         obj = d.obj
         tasks = {name: TaskOrigin(d.k8s_tasks.get(name, name), tuple(pods)) for name, _, _, pods in d.tasks}
+        kueue = d.kind == "kueue-workload" or (d.queue is not None and d.queue[0] == "local-queue")
         return JobOrigin(d.kind, obj.api_version if obj else "v1", obj.kind if obj else "Pod", d.namespace,
-                         d.k8s_name, tasks, team if d.kind == "kueue-workload" else None)
+                         d.k8s_name, tasks, team if kueue else None)
 
     def _teams(self, jobs: list[dict[str, Any]]) -> list[TeamSpec]:
         teams = dict(self.queues.teams)
@@ -138,6 +172,12 @@ class RequestAssembly(ImportState):
         scopes = {s for t in teams.values() for s in t.quotas}
         spec = TeamSpec(UNQUEUED, "jobs without a queue")
         spec.quotas = {s: {"nominal": gpus, "borrowing_limit": 0, "lending_limit": 0} for s in scopes}
+        for resource, key in (("cpu", "cpu"), ("memory", "memory_gib")):
+            if any(resource in t.other for t in teams.values()):
+                held = sum(p.get(key, 0) for r in self.running if r["team"] is None for p in r["pods"])
+                held += sum(t.get(key, 0) * t["replicas"] for j in jobs if j["team"] is None for t in j["tasks"])
+                spec.other[resource] = {"nominal": math.ceil(held * 1000) / 1000 + 0.001, "borrowing_limit": 0,
+                                        "lending_limit": 0}
         self.warnings.add("jobs without a queue", "", f"imported as team '{UNQUEUED}', outside the other teams' "
                           "quotas")
         return spec

@@ -7,9 +7,20 @@ the level a topology request names, the queue a job waits in. Queue objects of V
 
 from __future__ import annotations
 
+from placement.kube.flavors import flavor_labels, flavor_tolerations, split_pools
+from placement.kube.hypernodes import read_hypernodes
 from placement.kube.nodes import CLIQUE, HOSTNAME, assign_pools, read_node
 from placement.kube.objects import KubeError, Problem
-from placement.kube.queues import Scope, cluster_queue, flavor_scope, kai_queues, volcano_queue
+from placement.kube.queues import (
+    CLUSTER,
+    Scope,
+    cluster_queue,
+    cohort_team,
+    flavor_scope,
+    kai_queues,
+    kai_unassigned,
+    volcano_queue,
+)
 from placement.kube.state import ImportState
 
 
@@ -43,6 +54,7 @@ class ClusterObjects(ImportState):
         names = {p["name"] for p in self.pools}
         for pool in sorted(set(self.options.prices) - names):
             self.problems.append(Problem("option prices", pool, f"no such pool (pools: {', '.join(sorted(names))})"))
+        self.pools = split_pools(self.of("kueue.x-k8s.io", "ResourceFlavor"), self.nodes, self.options.prices)
 
     def _topology(self) -> None:
         """Levels from a Kueue or KAI Topology (label keys, widest first), else nvlink_domain/rack/block."""
@@ -51,6 +63,15 @@ class ClusterObjects(ImportState):
                              (self.options.block_label, "block")):
             if label:
                 self.label_level[label] = level
+        hypernodes = self.of("topology.volcano.sh", "HyperNode")
+        if hypernodes and topologies:
+            self.warnings.add(hypernodes[0].where, "", "a Kueue/KAI Topology defines the levels: HyperNodes are not "
+                              "read")
+        elif hypernodes:
+            tiers = read_hypernodes(hypernodes, self.nodes, self.warnings)
+            self.levels = list(tiers.levels)
+            self.tiers = tiers.names
+            self.label_level.update({level: level for level in tiers.levels})
         if not topologies:
             return
         chosen = topologies[0]
@@ -71,6 +92,9 @@ class ClusterObjects(ImportState):
             level = "nvlink_domain" if label == CLIQUE else label
             self.label_level[label] = level
             self.levels.append(level)
+        if not self.levels:  # hostname only: each node its own domain, the level `node` names
+            self.levels = [HOSTNAME]
+            self.label_level[HOSTNAME] = HOSTNAME
         if self.options.rack_label or self.options.block_label:
             self.warnings.add(chosen.where, "spec.levels", "the Topology's levels are used; rack/block labels "
                               "only fill node.topology")
@@ -78,24 +102,34 @@ class ClusterObjects(ImportState):
     def _queues(self) -> None:
         flavors: dict[str, Scope | None] = {}
         for obj in self.of("kueue.x-k8s.io", "ResourceFlavor"):
-            spec = obj.view().sub("spec")
             self.queues.flavor_nodes[obj.name], flavors[obj.name] = flavor_scope(obj, self.nodes)
-            for key in ("nodeTaints", "tolerations"):
-                if spec.has(key):
-                    self.warnings.add(obj.where, f"spec.{key}", "flavor taints/tolerations are not added to "
-                                      "workloads: the nodes' own taints apply")
+            self.queues.flavor_rules[obj.name] = (flavor_labels(obj), flavor_tolerations(obj))
         self.origins.flavor_nodes = self.queues.flavor_nodes
         for obj in self.of("scheduling.volcano.sh", "Queue"):
             team = self.attempt(volcano_queue, obj, self.warnings)
             if team is not None:
                 self.attempt(self.queues.add, team, obj)
         kai = self.of("scheduling.run.ai", "Queue")
-        for team in self.attempt(kai_queues, kai, self.warnings) or []:
+        kai_teams = self.attempt(kai_queues, kai, self.warnings) or []
+        for team in kai_teams:
             obj = next(o for o in kai if o.name == team.name)
             self.attempt(self.queues.add, team, obj)
+        unassigned = kai_unassigned(kai_teams, self.nodes)
+        if unassigned is not None:
+            if unassigned.name in self.queues.teams:
+                self.problems.append(Problem(self.queues.teams[unassigned.name].where, "metadata.name",
+                                             f"'{unassigned.name}' is reserved for the GPUs no KAI quota covers"))
+            else:
+                self.queues.teams[unassigned.name] = unassigned
+                free = unassigned.quotas[CLUSTER]["nominal"]
+                self.warnings.add("KAI queues", "spec.resources.gpu.quota", f"the {free} GPUs no queue's quota "
+                                  f"covers are imported as team '{unassigned.name}', which runs nothing and lends them "
+                                  "all (KAI lets queues use them over quota, by weight)")
         cohorts: set[str] = set()
+        everywhere = frozenset(f for f, members in self.queues.flavor_nodes.items() if len(members) == len(self.nodes))
         for obj in self.of("kueue.x-k8s.io", "ClusterQueue"):
-            team = self.attempt(cluster_queue, obj, flavors, self.warnings)
+            self.origins.kueue_version = obj.version
+            team = self.attempt(cluster_queue, obj, flavors, self.warnings, everywhere)
             if team is not None:
                 self.attempt(self.queues.add, team, obj)
                 self.origins.team_flavors[team.name] = list(team.flavors)
@@ -105,10 +139,9 @@ class ClusterObjects(ImportState):
             self.warnings.add("ClusterQueues", "spec.cohortName", f"cohorts {sorted(cohorts)}: placement/v1 has one "
                               "cohort per request, so every queue may borrow from every other")
         for obj in self.of("kueue.x-k8s.io", "Cohort"):
-            self.warnings.add(obj.where, "spec", "Cohort objects (hierarchy, cohort-level quotas) are not honoured")
-        for obj in self.of("topology.volcano.sh", "HyperNode"):
-            self.warnings.add(obj.where, "spec", "HyperNode tiers are not read: use a Kueue/KAI Topology or the "
-                              "rack/block label options")
+            team = self.attempt(cohort_team, obj, flavors, self.warnings, everywhere)
+            if team is not None:
+                self.attempt(self.queues.add, team, obj)
         for obj in self.of("kueue.x-k8s.io", "LocalQueue"):
             cq = self.attempt(lambda o: o.view().sub("spec").text("clusterQueue", required=True), obj)
             if cq is not None:

@@ -5,8 +5,11 @@
   Binding's annotations onto the pod); one `policy/v1 Eviction` per pod of a preempted job.
 * `patches`: one merge patch per placed pod adding a `kubernetes.io/hostname` node selector (legal
   on a scheduling-gated pod): for controllers that create or release pods themselves.
-* `kueue`: a Workload status patch per placed Kueue job: `admission` with the ClusterQueue, and per
-  podSet its count, flavors, resource usage and `topologyAssignment` (levels + domains, v1beta1).
+* `kueue`: a Workload status patch per placed Kueue job: the `QuotaReserved` and `Admitted`
+  conditions, `admission` with the ClusterQueue, and per podSet its count, flavors, resource usage
+  and `topologyAssignment` (levels + domains in v1beta1, levels + slices in v1beta2), in the API
+  version the input's Kueue objects used. Jobs read from a controller (batch Job, JobSet, ...)
+  get a Workload named as Kueue names it, short of the hash of the owner's uid (a note says so).
 * `table`: for people.
 
 Device indices are advice: the NVIDIA device plugin picks the physical devices at container start.
@@ -19,6 +22,7 @@ MIG re-partitions, GPUs the plan shares and added nodes have no Kubernetes objec
 from __future__ import annotations
 
 from collections import Counter
+from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any
 
@@ -123,6 +127,12 @@ def patches(request: PlacementRequest, plan: Plan, origins: Origins, notes: list
 
 
 def kueue(request: PlacementRequest, plan: Plan, origins: Origins, notes: list[str]) -> dict[str, Any]:
+    """Workload status patches as Kueue writes them on admission, in the API version the input used
+    (v1beta1 unless every Kueue object read was v1beta2)."""
+    versions = {o.api_version.rpartition("/")[2] for o in origins.jobs.values() if o.kind == "kueue-workload"}
+    version = "v1beta2" if versions == {"v1beta2"} or (not versions and origins.kueue_version == "v1beta2") \
+        else "v1beta1"
+    now = (request.policy.now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     jobs = {j.name: j for j in request.jobs}
     nodes = {n.name: n for n in request.cluster.nodes}
     placed: dict[str, list[Assignment]] = {}
@@ -131,7 +141,7 @@ def kueue(request: PlacementRequest, plan: Plan, origins: Origins, notes: list[s
     items = []
     for job_name, assignments in placed.items():
         origin = _origin(origins, job_name)
-        if origin.kind not in ("kueue-workload", "generic"):
+        if not _kueue_job(origin):
             continue  # Volcano and KAI jobs are admitted by their own schedulers: see the bindings format
         job = jobs[job_name]
         podsets = []
@@ -139,21 +149,29 @@ def kueue(request: PlacementRequest, plan: Plan, origins: Origins, notes: list[s
             mine = [a for a in assignments if a.task == task.name]
             if not mine:
                 continue
+            assignment = _topology_assignment(mine, nodes, origins)
             entry: dict[str, Any] = {
                 "name": origin.tasks.get(task.name, TaskOrigin(task.name, ())).name, "count": len(mine),
                 "resourceUsage": _usage(task, len(mine)),
-                "topologyAssignment": _topology_assignment(mine, nodes, origins),
+                "topologyAssignment": _compact(assignment) if version == "v1beta2" else assignment,
             }
             flavor = _flavor(origins, origin.cluster_queue, {a.node for a in mine})
             if flavor:
                 entry["flavors"] = {r: flavor for r in entry["resourceUsage"]}
             podsets.append(entry)
-        admission = {"clusterQueue": origin.cluster_queue or job.team or "", "podSetAssignments": podsets}
-        items.append({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload",
-                      "metadata": {"name": origin.name, "namespace": origin.namespace},
-                      "status": {"admission": admission}})
+        queue = origin.cluster_queue or job.team or ""
+        admission = {"clusterQueue": queue, "podSetAssignments": podsets}
+        name = origin.name
+        if origin.kind in ("controller", "pods"):
+            kind = origin.k8s_kind.lower() if origin.kind == "controller" else "pod"
+            name = f"{kind}-{origin.name}"
+            notes.append(f"Workload {origin.namespace}/{name}: Kueue names it {kind}-{origin.name}-<hash of the "
+                         "owner's uid>; apply the status to the Workload whose owner is this object")
+        items.append({"apiVersion": f"kueue.x-k8s.io/{version}", "kind": "Workload",
+                      "metadata": {"name": name, "namespace": origin.namespace},
+                      "status": {"admission": admission, "conditions": _conditions(queue, now)}})
     for p in plan.pending:
-        if _origin(origins, p.job).kind in ("kueue-workload", "generic"):
+        if _kueue_job(_origin(origins, p.job)):
             notes.append(f"not admitted: {p.job}: {p.reason}")
     return {"apiVersion": "v1", "kind": "List", "items": items}
 
@@ -185,6 +203,31 @@ def _topology_assignment(assignments: list[Assignment], nodes: dict[str, Any], o
             values = tuple(nodes[a.node].labels.get(label, "") for label in levels)
         counts[values] += 1
     return {"levels": levels, "domains": [{"values": list(v), "count": n} for v, n in counts.items()]}
+
+
+def _kueue_job(origin: JobOrigin) -> bool:
+    """A Kueue Workload, v1 names alone, or a controller's or pods' job queued in a Kueue LocalQueue."""
+    return origin.kind in ("kueue-workload", "generic") or (origin.kind in ("controller", "pods")
+                                                             and origin.cluster_queue is not None)
+
+
+def _conditions(queue: str, now: str) -> list[dict[str, str]]:
+    """The two conditions Kueue sets when it admits a workload without admission checks."""
+    return [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "lastTransitionTime": now,
+             "message": f"Quota reserved in ClusterQueue {queue}"},
+            {"type": "Admitted", "status": "True", "reason": "Admitted", "lastTransitionTime": now,
+             "message": "The workload is admitted"}]
+
+
+def _compact(assignment: dict[str, Any]) -> dict[str, Any]:
+    """v1beta2's topologyAssignment: the domains as one slice, values per level and pod counts as lists."""
+    domains = assignment["domains"]
+    levels = assignment["levels"]
+    return {"levels": levels, "slices": [{
+        "domainCount": len(domains),
+        "valuesPerLevel": [{"individual": {"roots": [d["values"][i] for d in domains]}} for i in range(len(levels))],
+        "podCounts": {"individual": [d["count"] for d in domains]},
+    }]}
 
 
 def _flavor(origins: Origins, cluster_queue: str | None, used: set[str]) -> str | None:

@@ -11,7 +11,9 @@ What maps to what (the modules say how):
   node group and capacity-type labels (prices from ImportOptions.prices), topology labels.
 * queues.py: Volcano Queue, Kueue ClusterQueue/ResourceFlavor/LocalQueue, KAI Queue -> teams.
 * jobs.py with volcano.py (Volcano Job), podgroups.py (Volcano and KAI PodGroup), kueue.py (Kueue
-  Workload) and this module (pending Pods): -> jobs.
+  Workload), controllers.py (batch Job, JobSet, Kubeflow jobs, LeaderWorkerSet, Deployment,
+  StatefulSet) and this module (pending Pods, Kueue pod groups): -> jobs. demand.py reads what
+  `nvidia.com/gpu` means on the nodes a pod may land on (whole, shared replica, MIG instance).
 * running.py: bound Pods -> cluster.running, with GPU indices, MIG instances and shares assigned
   per node (ledger.py).
 * Kueue/KAI Topology levels (or --rack-label/--block-label) -> cluster.topology_levels; topology
@@ -36,6 +38,7 @@ from placement_models import PlacementRequest
 from placement.kube import jobs as J
 from placement.kube.assembly import UNQUEUED, RequestAssembly
 from placement.kube.cluster import ClusterObjects
+from placement.kube.controllers import ControllerWorkloads
 from placement.kube.jobs import Draft, Gang, PodInfo
 from placement.kube.kueue import KueueWorkloads
 from placement.kube.objects import KubeError, KubeWarning, Obj, load_objects, objects_from
@@ -69,7 +72,7 @@ def import_objects(objects: list[Obj], options: ImportOptions | None = None) -> 
     return _Importer(objects, options or ImportOptions()).run()
 
 
-class _Importer(ClusterObjects, PodGroups, KueueWorkloads, RunningWork, RequestAssembly):
+class _Importer(ClusterObjects, PodGroups, KueueWorkloads, ControllerWorkloads, RunningWork, RequestAssembly):
     """One import: the readers of every kind of object, run in order (cluster first, then workloads)."""
 
     def run(self) -> Imported:
@@ -98,8 +101,12 @@ class _Importer(ClusterObjects, PodGroups, KueueWorkloads, RunningWork, RequestA
         covered: set[J.Group] = set()
         for obj in self.of("batch.volcano.sh", "Job"):
             self.attempt(self._volcano_job, obj, bound, covered)
+        owned: set[tuple[str, str, str]] = set()
         for obj in self.of("kueue.x-k8s.io", "Workload"):
             self.attempt(self._workload, obj, bound, gangs, covered)
+            owned.update((obj.namespace, r.text("kind") or "", r.text("name") or "")
+                         for r in obj.meta.items("ownerReferences"))
+        self._controllers(pods, owned)
         for group, gang in gangs.items():
             if group in covered or group in bound:
                 continue
@@ -139,6 +146,9 @@ class _Importer(ClusterObjects, PodGroups, KueueWorkloads, RunningWork, RequestA
         if kind == "volcano-job":
             self.warnings.add(pods[0].obj.where, "metadata.annotations", f"Volcano Job '{name}' is not in the "
                               "input: its pending pods are imported as one job")
+        if kind == "kueue-pod-group":
+            self._kueue_pod_group(group, pods)
+            return
         short = name.split("/", 1)[1] if kind == "owner" else name
         created = [t for t in (J.timestamp(p.obj.meta, "creationTimestamp") for p in pods) if t is not None]
         draft = Draft(self._job_name(namespace, short, "pods"), "pods", None, namespace, short,
@@ -147,3 +157,26 @@ class _Importer(ClusterObjects, PodGroups, KueueWorkloads, RunningWork, RequestA
         self._add_pod_tasks(draft, pods)
         draft.min_available = 1  # pods of a controller without a gang start one by one, not all or none
         self.drafts.append(draft)
+
+    def _kueue_pod_group(self, group: J.Group, pods: list[PodInfo]) -> None:
+        """Plain pods that Kueue admits as one Workload: all of them or none, once all of them exist."""
+        _, namespace, name = group
+        first = pods[0].obj
+        text = first.annotations().get(J.KUEUE_POD_GROUP_COUNT)
+        if text is None:
+            first.meta.sub("annotations").fail(J.KUEUE_POD_GROUP_COUNT, f"required with the label "
+                                               f"{J.KUEUE_POD_GROUP} (Kueue waits for this many pods)")
+        try:
+            total = int(text)
+        except ValueError:
+            first.meta.sub("annotations").fail(J.KUEUE_POD_GROUP_COUNT, f"'{text}' is not a whole number")
+        if total > len(pods):
+            self.warnings.add(first.where, f"metadata.annotations.{J.KUEUE_POD_GROUP_COUNT}", f"{total} pods "
+                              f"in the group, {len(pods)} in the input: Kueue admits the group only once all exist; "
+                              "imported with the pods there are")
+        created = [t for t in (J.timestamp(p.obj.meta, "creationTimestamp") for p in pods) if t is not None]
+        draft = Draft(self._job_name(namespace, name, "pod-group"), "pods", None, namespace, name,
+                      queue=J.pod_queue(pods[0]), priority=pods_priority(pods, self),
+                      submitted=min(created, default=None))
+        self._add_pod_tasks(draft, pods)
+        self.drafts.append(draft)  # min_available unset: the whole group, as Kueue admits it

@@ -30,10 +30,17 @@ KAI_GROUP = "pod-group-name"
 KAI_QUEUES = ("kai.scheduler/queue", "runai/queue")
 KAI_SUBGROUP = "kai.scheduler/subgroup-name"
 KAI_SCHEDULER = "kai-scheduler"
+#: KAI reads a workload's priority class from this label (on the pod or its top owner)
+KAI_PRIORITY = "priorityClassName"
+#: the PriorityClasses KAI's installation creates (docs/priority): train is preemptible, build and inference not
+KAI_CLASSES = {"train": 50, "interactive-preemptible": 75, "build": 100, "inference": 125}
 #: KAI's default: a job below this priority is preemptible unless its PodGroup says otherwise.
 KAI_PREEMPTIBLE_BELOW = 100
 KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 KUEUE_PODSET = "kueue.x-k8s.io/podset"
+#: Kueue's plain-pod groups: pods with one group name form one Workload, admitted whole
+KUEUE_POD_GROUP = "kueue.x-k8s.io/pod-group-name"
+KUEUE_POD_GROUP_COUNT = "kueue.x-k8s.io/pod-group-total-count"
 KUBEFLOW_REPLICA = "training.kubeflow.org/replica-type"
 
 Group = tuple[str, str, str]  # (kind of grouping, namespace, name)
@@ -117,6 +124,8 @@ def group_of(obj: Obj) -> Group:
     group = annotations.get(VOLCANO_GROUP) or annotations.get(KAI_GROUP) or labels.get(KAI_GROUP)
     if group:
         return ("podgroup", ns, group)
+    if labels.get(KUEUE_POD_GROUP):
+        return ("kueue-pod-group", ns, labels[KUEUE_POD_GROUP])
     for ref in obj.meta.items("ownerReferences"):
         if ref.get("controller", bool, False):
             return ("owner", ns, f"{ref.text('kind', required=True)}/{ref.text('name', required=True)}")

@@ -15,7 +15,11 @@ What Kubernetes says about a node's GPUs (docs/hardware.md §4, §6):
   instances of each profile a node offers; the exact slots only matter for re-partitioning.
 * Time-slicing and MPS: `nvidia.com/gpu.replicas` and `nvidia.com/gpu.sharing-strategy` make every
   GPU of the node a shared GPU (node.sharing) with that many replicas.
+* Sharing on MIG devices (GFD's `-SHARED` products, `nvidia.com/mig-<profile>-SHARED` or `.shared`
+  resources, per-profile replicas labels): v1 shares whole GPUs only, so each MIG instance is read
+  once (offered count / replicas) and held by one pod; a warning says so.
 * `nvidia.com/gpu.clique` (multi-node NVLink, GB200 NVL72) is the node's nvlink_domain.
+* What a pod's `nvidia.com/gpu` means on these nodes is placement.kube.demand's.
 """
 
 from __future__ import annotations
@@ -178,9 +182,15 @@ def _gpus(info: NodeInfo, status: View, allocatable: dict[str, Fraction], capaci
     alloc = status.sub("allocatable")
     whole = _whole(alloc, allocatable.get(GPU, Fraction(0)), GPU)
     shared = _whole(alloc, allocatable.get(GPU_SHARED, Fraction(0)), GPU_SHARED)
-    mig_counts = {name[len(MIG_PREFIX):]: _whole(alloc, q, name) for name, q in allocatable.items()
-                  if name.startswith(MIG_PREFIX)}
-    mig_counts = {p: n for p, n in mig_counts.items() if n > 0}
+    mig_counts: dict[str, int] = {}
+    for name, q in allocatable.items():
+        if name.startswith(MIG_PREFIX) and _whole(alloc, q, name) > 0:
+            profile = shared_profile(name[len(MIG_PREFIX):])
+            replicas = (_label_int(info, f"{name}.replicas") or _label_int(info, f"{MIG_PREFIX}{profile}.replicas")
+                        or (_label_int(info, REPLICAS) if profile != name[len(MIG_PREFIX):] else None) or 1)
+            if profile != name[len(MIG_PREFIX):] or replicas > 1:
+                _shared_mig(info, name, replicas, warnings)
+            mig_counts[profile] = mig_counts.get(profile, 0) + _whole(alloc, q, name) // replicas
     product = labels.get(PRODUCT)
     if not (whole or shared or mig_counts):
         if product and (_label_int(info, COUNT) or 0) > 0:
@@ -202,7 +212,10 @@ def _gpus(info: NodeInfo, status: View, allocatable: dict[str, Fraction], capaci
     count = _label_int(info, COUNT)
     sharing = _sharing(info)
     if info.strategy == "single" and "-MIG-" in product.upper():
-        _single(info, model.mig, product, whole, count, warnings)
+        if sharing is not None:  # the device plugin offers each MIG device `replicas` times
+            _shared_mig(info, GPU, sharing[1], warnings)
+            count = count if count is not None else whole // sharing[1]
+        _single(info, model.mig, shared_profile(product), whole, count, warnings)
     elif mig_counts:  # strategy mixed in use (with no instance anywhere, missing GPUs are unhealthy ones)
         _mixed(info, model.mig, whole, mig_counts, count, warnings)
     elif sharing is not None:
@@ -253,12 +266,27 @@ def _sharing(info: NodeInfo) -> tuple[str, int] | None:
     return mode, replicas
 
 
-def _profile(info: NodeInfo, geo: MigGeometry | None, name: str) -> MigProfile:
+def shared_profile(name: str) -> str:
+    """A MIG profile or product name without the mark GFD and the device plugin add to shared devices
+    (`1g.5gb-SHARED`, `1g.5gb.shared`)."""
+    for mark in ("-SHARED", ".shared"):
+        if name.upper().endswith(mark.upper()):
+            return name[: -len(mark)]
+    return name
+
+
+def _shared_mig(info: NodeInfo, resource: str, replicas: int, warnings: Warnings) -> None:
+    warnings.add(info.obj.where, f"status.allocatable.{resource}", f"MIG devices shared {replicas} ways "
+                 "(time-slicing/MPS on MIG): placement/v1 shares whole GPUs only, so each MIG instance is imported "
+                 "as one instance held by one pod (a pod asking for a shared MIG device takes the instance)")
+
+
+def _profile(info: NodeInfo, geo: MigGeometry | None, name: str, where: str = "status.allocatable") -> MigProfile:
     p = geo.profile(name) if geo is not None else None
     if p is None:
         known = ", ".join(q.name for q in geo.profiles) if geo else "none: the model has no MIG"
-        info.obj.view().fail("status.allocatable", f"'{MIG_PREFIX}{name}': {info.gpu_model} has no MIG profile "
-                             f"'{name}' (profiles: {known})")
+        what = f"'{MIG_PREFIX}{name}'" if where == "status.allocatable" else f"'{info.labels.get(PRODUCT)}'"
+        info.obj.view().fail(where, f"{what}: {info.gpu_model} has no MIG profile '{name}' (profiles: {known})")
     return p
 
 
@@ -266,7 +294,7 @@ def _single(info: NodeInfo, geo: MigGeometry | None, product: str, devices_: int
             warnings: Warnings) -> None:
     """Strategy single: `nvidia.com/gpu` counts MIG instances of the one profile in the product name."""
     name = product[product.upper().index("-MIG-") + len("-MIG-"):]
-    p = _profile(info, geo, name)
+    p = _profile(info, geo, name, f"metadata.labels.{PRODUCT}")
     assert geo is not None
     total = count if count is not None else devices_
     per_gpu = max_per_gpu(geo, p)
@@ -277,8 +305,8 @@ def _single(info: NodeInfo, geo: MigGeometry | None, product: str, devices_: int
     info.gpus = gpus
     info.mig = dict(enumerate(layouts))
     warnings.add(info.obj.where, f"metadata.labels.{MIG_STRATEGY}", f"MIG strategy 'single': the {total} "
-                 f"{p.name} instances Kubernetes offers as {GPU} are imported as MIG instances on {gpus} GPUs, so only "
-                 f"tasks asking for mig_profile {p.name} are placed there (pods asking for {GPU} are whole-GPU tasks)")
+                 f"{p.name} instances Kubernetes offers as {GPU} are imported as MIG instances on {gpus} GPU(s): a pod "
+                 f"asking for {GPU} there takes one {p.name} instance")
 
 
 def _mixed(info: NodeInfo, geo: MigGeometry | None, whole: int, counts: dict[str, int], count: int | None,

@@ -8,7 +8,9 @@ What the importer cannot honour is collected as `KubeWarning`s, never dropped in
 
 from __future__ import annotations
 
+import hashlib
 import json
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +37,18 @@ KNOWN: dict[tuple[str, str], tuple[str, ...]] = {
     ("scheduling.run.ai", "Queue"): ("v2",),
     ("scheduling.run.ai", "PodGroup"): ("v2alpha2",),
     ("kai.scheduler", "Topology"): ("v1alpha1",),
+    # workload kinds read the way Kueue's integrations read them (placement.kube.controllers)
+    ("batch", "Job"): ("v1",),
+    ("jobset.x-k8s.io", "JobSet"): ("v1alpha2",),
+    ("kubeflow.org", "PyTorchJob"): ("v1",),
+    ("kubeflow.org", "TFJob"): ("v1",),
+    ("kubeflow.org", "XGBoostJob"): ("v1",),
+    ("kubeflow.org", "PaddleJob"): ("v1",),
+    ("kubeflow.org", "JAXJob"): ("v1",),
+    ("kubeflow.org", "MPIJob"): ("v2beta1",),
+    ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): ("v1",),
+    ("apps", "Deployment"): ("v1",),
+    ("apps", "StatefulSet"): ("v1",),
 }
 
 #: Kinds without a namespace (metadata.namespace is ignored for them).
@@ -96,6 +110,8 @@ class Obj:
 
     raw: dict[str, Any]
     source: str
+    #: the name was made from metadata.generateName (the API server would add 5 random characters)
+    generated: bool = False
 
     @property
     def api_version(self) -> str:
@@ -264,6 +280,15 @@ def load_objects(paths: Iterable[str | Path]) -> list[Obj]:
     """Every object in the files: multi-document YAML, JSON, and `List`/`NodeList`-style wrappers."""
     objects: list[Obj] = []
     problems: list[Problem] = []
+    paths = list(paths)
+    if any(str(p) == "-" for p in paths):  # `kubectl get ... -o json | placement kube plan -`
+        try:
+            docs = list(yaml.safe_load_all(sys.stdin.read()))  # JSON is YAML: one reader for both
+        except yaml.YAMLError as exc:
+            raise KubeError([Problem("stdin", "", f"not valid YAML/JSON: {exc}")]) from None
+        for i, doc in enumerate(docs):
+            objects.extend(_flatten(doc, f"stdin #{i + 1}", problems))
+        paths = [p for p in paths if str(p) != "-"]
     for path in files_of(paths):
         try:
             docs = _documents(path)
@@ -314,10 +339,30 @@ def _flatten(doc: Any, source: str, problems: list[Problem]) -> Iterator[Obj]:
     if missing:
         problems.append(Problem(label, missing[0], "required: every Kubernetes object has apiVersion and kind"))
         return
-    if not isinstance(doc.get("metadata"), dict) or not isinstance(name, str) or not name:
-        problems.append(Problem(label, "metadata.name", "required"))
+    meta = doc.get("metadata")
+    generate = meta.get("generateName") if isinstance(meta, dict) else None
+    if (not isinstance(name, str) or not name) and isinstance(generate, str) and generate:
+        yield Obj({**doc, "metadata": {**meta, "name": generated_name(generate, source)}}, source, generated=True)
+        return
+    if not isinstance(meta, dict) or not isinstance(name, str) or not name:
+        problems.append(Problem(label, "metadata.name", "required (or metadata.generateName)"))
         return
     yield Obj(doc, source)
+
+
+#: The alphabet of the API server's generated suffixes (apimachinery's rand.String: no vowels, no 0/1/3).
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def generated_name(prefix: str, source: str) -> str:
+    """`prefix` + 5 characters, as the API server names an object with metadata.generateName; derived
+    from where the object was read, so one input always imports to the same names."""
+    digest = int.from_bytes(hashlib.sha256(f"{prefix}|{source}".encode()).digest()[:8], "big")
+    suffix = ""
+    for _ in range(5):
+        digest, k = divmod(digest, len(_SUFFIX_ALPHABET))
+        suffix += _SUFFIX_ALPHABET[k]
+    return prefix + suffix
 
 
 def check_kind(obj: Obj) -> str | None:

@@ -36,3 +36,4 @@ class Origins:
     topology_labels: list[str] = field(default_factory=list)  # a Kueue/KAI Topology's node labels, widest first
     flavor_nodes: dict[str, list[str]] = field(default_factory=dict)
     team_flavors: dict[str, list[str]] = field(default_factory=dict)  # ClusterQueue -> its flavor names
+    kueue_version: str = "v1beta1"  # the API version of the input's Kueue queue objects

@@ -34,7 +34,9 @@ class PodGroups(VolcanoJobs):
         members = spec.sub("minTaskMember") if not kai else None
         task_mins = {} if members is None or not members.value else {
             name: members.integer(name, required=True, minimum=0) for name, _ in members.mapping_items()}
-        return group, Gang(obj, ("team", queue) if queue else None, self._class(spec, "priorityClassName"), preemptible,
+        priority = self.kai_class(spec, "priorityClassName") if kai and spec.text("priorityClassName") else \
+            self._class(spec, "priorityClassName")
+        return group, Gang(obj, ("team", queue) if queue else None, priority, preemptible,
                            spec.integer("minMember", None, minimum=0), topology if topology.value else None, task_mins)
 
     def _podgroup_warnings(self, obj: Obj, spec: View, kai: bool) -> None:

@@ -19,7 +19,7 @@ from fractions import Fraction
 from typing import Any
 
 from placement.catalog import normalize_profile
-from placement.kube.nodes import GPU, GPU_SHARED, MIG_PREFIX, quantities
+from placement.kube.nodes import GPU, GPU_SHARED, MIG_PREFIX, quantities, shared_profile
 from placement.kube.objects import View, Warnings
 from placement.kube.quantity import GIB, MIB, QuantityError, parse_quantity
 
@@ -83,7 +83,8 @@ def read_shape(spec: View, annotations: dict[str, str], meta: View, warnings: Wa
     memory = need.pop("memory", Fraction(0))
     gpus = _count(spec, need.pop(GPU, Fraction(0)), GPU)
     shared = _count(spec, need.pop(GPU_SHARED, Fraction(0)), GPU_SHARED)
-    migs = {normalize_profile(k): _count(spec, v, k) for k, v in list(need.items()) if k.startswith(MIG_PREFIX)}
+    migs = {normalize_profile(shared_profile(k)): _count(spec, v, k) for k, v in list(need.items())
+            if k.startswith(MIG_PREFIX)}
     for k in list(need):
         if k.startswith(MIG_PREFIX):
             del need[k]
@@ -104,13 +105,10 @@ def read_shape(spec: View, annotations: dict[str, str], meta: View, warnings: Wa
     if shared > 1:
         spec.fail("containers", f"the pod asks for {shared} {GPU_SHARED}: placement/v1 gives a pod one share of "
                   "one GPU")
-    if gpu_memory is not None and fraction is None:
-        spec.fail("containers", f"annotation '{KAI_MEMORY}' without '{KAI_FRACTION}': the share of the GPU "
-                  "depends on the GPU's memory; give the fraction too")
     _warn_unhonoured(spec, warnings)
     return Shape(cpu=cpu, memory=memory, gpus=gpus, mig_profile=next(iter(migs), None), gpu_share=fraction,
                  gpu_memory=gpu_memory, shared_replicas=shared, node_selector=tuple(sorted(_selector(spec,
-                 warnings).items())), tolerations=tuple(_tolerations(spec)))
+                 warnings).items())), tolerations=tuple(read_tolerations(spec)))
 
 
 def _container(c: View) -> dict[str, Fraction]:
@@ -174,9 +172,6 @@ def _kai_share(meta: View, annotations: dict[str, str], warnings: Warnings) -> t
     if KAI_FRACTION_DEVICES in annotations and annotations[KAI_FRACTION_DEVICES] not in ("", "1"):
         warnings.add(meta.obj.where, f"metadata.annotations.{KAI_FRACTION_DEVICES}", "fractions of several GPUs "
                      "per pod are not expressible: imported as a fraction of one GPU")
-    if fraction is not None:
-        warnings.add(meta.obj.where, f"metadata.annotations.{KAI_FRACTION}", "a GPU fraction is placed only on "
-                     "GPUs the cluster shares (time-slicing/MPS nodes); KAI may also split any whole GPU")
     return fraction, memory
 
 
@@ -219,7 +214,8 @@ def _single_term(terms: list[View]) -> dict[str, str] | None:
     return out
 
 
-def _tolerations(spec: View) -> list[tuple[tuple[str, Any], ...]]:
+def read_tolerations(spec: View) -> list[tuple[tuple[str, Any], ...]]:
+    """`tolerations` of a pod spec (or a ResourceFlavor's spec), checked, in a hashable form."""
     out = []
     for t in spec.items("tolerations"):
         operator = t.text("operator", "Equal")

@@ -11,13 +11,17 @@ on the idle part, all teams in one cohort. The mappings:
 * Volcano Queue: `deserved` is the nominal share, `guarantee` the part never lent (lending limit
   = deserved − guarantee), `capability` the ceiling (borrowing limit = capability − deserved),
   `weight` the team weight.
-* KAI Queue: `resources.gpu.quota` is the nominal share (−1: none), `limit` the ceiling (−1: none),
-  `overQuotaWeight` the weight for GPUs above quota (0: never above quota). KAI lends all idle quota.
+* KAI Queue: `resources.gpu.quota` is the nominal share (deserved; −1 or 0: none), `limit` the
+  ceiling (−1: none), `overQuotaWeight` the team weight, which shares what is left above the
+  nominal shares exactly as KAI's over-quota stage does (0: never above quota). KAI lends all idle
+  quota, and also any GPU no queue's quota covers: those belong to a team without work,
+  `kai-unassigned`, which lends them all.
 
-Queue hierarchies, queue priorities and per-queue preemption settings have no v1 field: each is
-reported as a warning. Quotas on CPU and memory have one (`quota.cpu`, `quota.memory_gib`,
-cluster-wide) but are not imported yet: Kueue sets them per flavor, and jobs in no queue (imported as
-a team of their own, outside the other teams' GPU quotas) would fall under them; each is a warning.
+A ClusterQueue's `preemption` (withinClusterQueue, reclaimWithinCohort, borrowWithinCohort) is its
+team's `preemption` rules. Queue hierarchies and queue priorities have no v1 field: each is
+reported as a warning. Quotas on CPU and memory are cluster-wide in v1 (`quota.cpu`,
+`quota.memory_gib`): a Kueue flavor that selects every node (Kueue's `default-flavor`) maps onto
+them exactly; per-flavor ones are reported.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from typing import Any
 
 from placement.kube.nodes import GPU, NodeInfo
 from placement.kube.objects import Obj, View, Warnings
-from placement.kube.quantity import QuantityError, parse_quantity
+from placement.kube.quantity import GIB, QuantityError, parse_quantity
 
 Scope = tuple[str | None, str | None]  # (pool, gpu_model); (None, None) = the whole cluster
 CLUSTER: Scope = (None, None)
@@ -48,6 +52,10 @@ class TeamSpec:
     flavors: dict[str, Scope | None] = field(default_factory=dict)
     #: Kueue: cohort and preemption policies (who may evict whose workloads)
     cohort: str | None = None
+    #: "cpu" (cores) / "memory" (GiB) -> a ResourceQuota dict, cluster-wide
+    other: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: Kueue: the ClusterQueue's preemption rules (a v1 PreemptionRules dict)
+    preemption: dict[str, Any] | None = None
     within: str = "Never"
     reclaim: str = "Never"
 
@@ -60,6 +68,8 @@ class TeamSpec:
 
     def wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "weight": self.weight}
+        if self.preemption is not None:
+            out["preemption"] = self.preemption
         if self.quotas:
             quota: dict[str, Any] = {}
             if CLUSTER in self.quotas:
@@ -69,6 +79,9 @@ class TeamSpec:
             if flavors:
                 quota["flavors"] = flavors
             out["quota"] = quota
+        for resource, key in (("cpu", "cpu"), ("memory", "memory_gib")):
+            if resource in self.other:
+                out.setdefault("quota", {})[key] = self.other[resource]
         return out
 
 
@@ -79,6 +92,8 @@ class Queues:
     local_queues: dict[tuple[str, str], str] = field(default_factory=dict)
     #: ResourceFlavor name -> names of the nodes it selects
     flavor_nodes: dict[str, list[str]] = field(default_factory=dict)
+    #: ResourceFlavor name -> (nodeLabels, tolerations) Kueue injects into the pods it admits there
+    flavor_rules: dict[str, tuple[dict[str, str], list[Any]]] = field(default_factory=dict)
 
     def add(self, team: TeamSpec, obj: Obj) -> None:
         if team.name in self.teams:
@@ -183,32 +198,51 @@ def _kai_leaf(obj: Obj, spec: View, warnings: Warnings) -> TeamSpec:
     weight = _number(gpu, "overQuotaWeight", 1)
     if weight < 0:
         gpu.fail("overQuotaWeight", "must not be negative")
-    entry: dict[str, int] = {}
-    if quota >= 0:
-        if quota != int(quota):
-            warnings.add(obj.where, "spec.resources.gpu.quota", f"{quota} GPUs: quotas count whole GPUs, "
-                         f"rounded down to {math.floor(quota)}")
-        entry["nominal"] = math.floor(quota)
-        if limit >= 0:
-            if limit < quota:
-                gpu.fail("limit", f"{limit} is below the quota {quota}")
-            entry["borrowing_limit"] = math.floor(limit) - entry["nominal"]
-        if weight == 0:
-            entry["borrowing_limit"] = 0
-        team.quotas[CLUSTER] = entry
-    elif limit >= 0:
-        warnings.add(obj.where, "spec.resources.gpu.limit", "a limit without quota is not expressible (a v1 team "
-                     "without nominal quota may only borrow): not honoured")
+    if quota != int(quota) and quota > 0:
+        warnings.add(obj.where, "spec.resources.gpu.quota", f"{quota} GPUs: quotas count whole GPUs, "
+                     f"rounded down to {math.floor(quota)}")
+    if quota < 0:
+        warnings.add(obj.where, "spec.resources.gpu.quota", "-1 (no quota of its own): imported as no guaranteed "
+                     "GPUs; the queue uses idle GPUs over quota by its overQuotaWeight")
+    # quota: deserved GPUs (lent while idle, as KAI reclaims them); over it, any idle GPU, shared by weight
+    entry: dict[str, int] = {"nominal": max(0, math.floor(quota))}
+    if limit >= 0:
+        if limit < max(quota, 0):
+            gpu.fail("limit", f"{limit} is below the quota {quota}")
+        entry["borrowing_limit"] = math.floor(limit) - entry["nominal"]
+    if weight == 0:
+        entry["borrowing_limit"] = 0  # overQuotaWeight 0: never above its quota
+    team.quotas[CLUSTER] = entry
     if weight > 0:
         team.weight = float(weight)
     for name in ("cpu", "memory"):
         r = resources.sub(name)
-        if any(_number(r, k, -1) >= 0 for k in ("quota", "limit")):
-            warnings.add(obj.where, f"spec.resources.{name}", "only GPUs are imported into quotas: not honoured")
+        if _number(r, "quota", -1) > 0 or _number(r, "limit", -1) >= 0:
+            warnings.add(obj.where, f"spec.resources.{name}", "only GPUs are imported into KAI quotas: not honoured")
     for key in ("priority", "preemptMinRuntime", "reclaimMinRuntime"):
         if spec.has(key):
             warnings.add(obj.where, f"spec.{key}", "per-queue setting: not honoured")
     return team
+
+
+def kai_unassigned(teams: list[TeamSpec], nodes: list[NodeInfo]) -> TeamSpec | None:
+    """The GPUs no KAI queue's quota covers, as a team without work that lends them all.
+
+    KAI gives a queue over its quota any idle GPU of the cluster, shared by overQuotaWeight; a v1
+    team borrows only other teams' idle nominal. This team owns the rest of the cluster's GPUs so
+    that they are borrowable exactly as in KAI (quota 0 everywhere: every GPU, by weight).
+    """
+    total = sum(n.gpus - len(n.unhealthy) for n in nodes)
+    covered = sum(t.quotas[CLUSTER]["nominal"] for t in teams if CLUSTER in t.quotas)
+    if not teams or total <= covered:
+        return None
+    team = TeamSpec(KAI_UNASSIGNED, "KAI queues")
+    team.quotas[CLUSTER] = {"nominal": total - covered, "borrowing_limit": 0}
+    return team
+
+
+#: The team holding the GPUs no KAI queue's quota covers (see kai_unassigned).
+KAI_UNASSIGNED = "kai-unassigned"
 
 
 def _number(view: View, key: str, default: float) -> float:
@@ -245,19 +279,18 @@ def flavor_scope(obj: Obj, nodes: list[NodeInfo]) -> tuple[list[str], Scope | No
     return [n.name for n in matched], None
 
 
-def cluster_queue(obj: Obj, flavors: dict[str, Scope | None], warnings: Warnings) -> TeamSpec:
+def cluster_queue(obj: Obj, flavors: dict[str, Scope | None], warnings: Warnings,
+                  everywhere: frozenset[str] = frozenset()) -> TeamSpec:
+    """A ClusterQueue -> a team; `everywhere`: the flavors that select every node (their CPU and memory
+    quotas are cluster-wide, the one scope placement/v1 has for them)."""
     spec = obj.view().sub("spec")
-    cohort = spec.text("cohortName") or spec.text("cohort")
+    cohort = spec.text("cohortName") or spec.text("cohort") or (obj.name if obj.kind == "Cohort" else None)
     weight = _fair_weight(obj, spec, warnings)
     preemption = spec.sub("preemption")
     team = TeamSpec(obj.name, obj.where, weight=weight, kueue=True, cohort=cohort,
                     within=preemption.text("withinClusterQueue", "Never") or "Never",
                     reclaim=preemption.text("reclaimWithinCohort", "Never") or "Never")
-    if team.within != "Never" or team.reclaim != "Never":
-        warnings.add(obj.where, "spec.preemption", "approximated: a workload of this cohort is preemptible, and "
-                     "placement/v1 evicts for a higher priority or to reclaim borrowed quota")
-    if preemption.has("borrowWithinCohort"):
-        warnings.add(obj.where, "spec.preemption.borrowWithinCohort", "preempting to borrow is not honoured")
+    team.preemption = _kueue_preemption(preemption)
     others: set[str] = set()
     for g in spec.items("resourceGroups"):
         for f in g.items("flavors"):
@@ -267,13 +300,16 @@ def cluster_queue(obj: Obj, flavors: dict[str, Scope | None], warnings: Warnings
                        f"{', '.join(sorted(flavors)) or 'none'})")
             team.flavors[name] = flavors[name]
             for r in f.items("resources"):
-                if r.text("name", required=True) == GPU:
+                resource = r.text("name", required=True)
+                if resource == GPU:
                     _kueue_resource(obj, team, name, flavors[name], r, cohort, warnings)
+                elif resource in ("cpu", "memory") and name in everywhere:
+                    _kueue_other(team, resource, r, cohort)
                 else:
-                    others.add(r.text("name") or "")
+                    others.add(f"{resource} ({name})")
     if others:
-        warnings.add(obj.where, "spec.resourceGroups", f"quotas on {', '.join(sorted(others))}: only {GPU} is "
-                     "imported into quotas, not honoured")
+        warnings.add(obj.where, "spec.resourceGroups", f"quotas on {', '.join(sorted(others))}: only {GPU} quotas "
+                     "per flavor, and CPU and memory quotas of flavors on every node, are imported: not honoured")
     if cohort is None and team.quotas:
         warnings.add(obj.where, "spec.cohortName", "no cohort: the queue neither borrows nor lends (limits 0)")
     for key in ("flavorFungibility", "admissionChecks", "admissionChecksStrategy", "namespaceSelector",
@@ -284,6 +320,70 @@ def cluster_queue(obj: Obj, flavors: dict[str, Scope | None], warnings: Warnings
         warnings.add(obj.where, "spec.resourceGroups", "flavor order is Kueue's preference; placement/v1 chooses "
                      "among the flavors' nodes by its objective (price, topology)")
     return team
+
+
+def cohort_team(obj: Obj, flavors: dict[str, Scope | None], warnings: Warnings,
+                everywhere: frozenset[str] = frozenset()) -> TeamSpec:
+    """A Kueue Cohort's own quota: GPUs (and CPU, memory) every member may borrow. It becomes a team
+    `cohort-<name>` that runs nothing, never borrows and lends its nominal within the limits the
+    Cohort sets; one cohort per request, so a hierarchy is flattened (reported)."""
+    spec = obj.view().sub("spec")
+    team = cluster_queue(obj, flavors, warnings, everywhere)
+    team.name, team.preemption = f"cohort-{obj.name}", None
+    for quota in [*team.quotas.values(), *team.other.values()]:
+        quota["borrowing_limit"] = 0
+    parent = spec.text("parentName") or spec.text("parent")
+    if parent:
+        warnings.add(obj.where, "spec.parentName", f"cohort hierarchy: flattened into one cohort (parent '{parent}'); "
+                     "the parent's quota is lent to every queue")
+    if spec.has("fairSharing"):
+        warnings.add(obj.where, "spec.fairSharing", "a cohort's fair-sharing weight: not honoured (teams share by "
+                     "their own weights)")
+    return team
+
+
+_WITHIN = {"Never": "never", "LowerPriority": "lower_priority",
+           "LowerOrNewerEqualPriority": "lower_or_newer_equal_priority"}
+_RECLAIM = {"Never": "never", "LowerPriority": "lower_priority", "Any": "any"}
+_BORROW = {"Never": "never", "LowerPriority": "lower_priority"}
+
+
+def _kueue_preemption(view: View) -> dict[str, Any]:
+    """A ClusterQueue's `spec.preemption` -> the team's PreemptionRules (Kueue's defaults: Never everywhere)."""
+    out: dict[str, Any] = {}
+    for key, field_, values in (("withinClusterQueue", "within_team", _WITHIN),
+                                ("reclaimWithinCohort", "reclaim_within_cohort", _RECLAIM)):
+        value = view.text(key, "Never") or "Never"
+        if value not in values:
+            view.fail(key, f"'{value}' is not one of {', '.join(values)}")
+        out[field_] = values[value]
+    borrow = view.sub("borrowWithinCohort")
+    policy = borrow.text("policy", "Never") or "Never"
+    if policy not in _BORROW:
+        borrow.fail("policy", f"'{policy}' is not one of {', '.join(_BORROW)}")
+    out["borrow_within_cohort"] = {"policy": _BORROW[policy]}
+    if borrow.has("maxPriorityThreshold"):
+        out["borrow_within_cohort"]["max_priority_threshold"] = borrow.integer("maxPriorityThreshold")
+    if out["reclaim_within_cohort"] == "never" and policy != "Never":
+        borrow.fail("policy", "needs reclaimWithinCohort other than Never (Kueue refuses this ClusterQueue)")
+    return out
+
+
+def _kueue_other(team: TeamSpec, resource: str, r: View, cohort: str | None) -> None:
+    """A CPU (cores) or memory (GiB) quota of a flavor on every node -> the team's cluster-wide quota."""
+    scale = Fraction(1) if resource == "cpu" else Fraction(1, GIB)
+    values: dict[str, float] = {}
+    for key, out in (("nominalQuota", "nominal"), ("borrowingLimit", "borrowing_limit"),
+                     ("lendingLimit", "lending_limit")):
+        if r.has(key):
+            values[out] = float(_nonnegative(r, key) * scale)
+    if "nominal" not in values:
+        r.fail("nominalQuota", "required")
+    if cohort is None:
+        values.update(borrowing_limit=0, lending_limit=0)
+    old = team.other.setdefault(resource, {})
+    for k, v in values.items():
+        old[k] = old.get(k, 0) + v
 
 
 def _fair_weight(obj: Obj, spec: View, warnings: Warnings) -> float:

@@ -10,6 +10,7 @@ class lookup, unique job names, topology level names, tasks from pods.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from placement.kube import jobs as J
@@ -53,6 +54,9 @@ class ImportState:
             reason = check_kind(obj)
             if reason is None:
                 self.by_kind.setdefault((obj.group, obj.kind), []).append(obj)
+                if obj.generated:
+                    self.warnings.add(obj.where, "metadata.generateName", f"no name yet: imported as '{obj.name}' "
+                                      "(the API server adds 5 random characters when it creates the object)")
             elif options.ignore_unknown:
                 self.warnings.add(obj.where, "apiVersion", f"{reason}: ignored")
             else:
@@ -62,6 +66,7 @@ class ImportState:
         self.queues = Queues()
         self.levels: list[str] = list(DEFAULT_LEVELS)
         self.label_level: dict[str, str] = {}
+        self.tiers: dict[int | str, str] = {}  # Volcano HyperNode tier (number or tierName) -> level
         self.classes: dict[str, int] = {}
         self.workload_classes: dict[str, int] = {}
         self.default_priority = 0
@@ -69,6 +74,7 @@ class ImportState:
         self.running: list[dict[str, Any]] = []
         self.names: set[str] = set()
         self.ledgers: dict[str, Ledger] = {}
+        self.kai_shares: list[Fraction] = []  # the GPU fractions KAI pods ask for (KAI shares any GPU)
 
     def of(self, group: str, kind: str) -> list[Obj]:
         return self.by_kind.get((group, kind), [])
@@ -91,6 +97,16 @@ class ImportState:
             return self.default_priority
         return self.classes[name]
 
+    def kai_class(self, view: View, key: str) -> int:
+        """A priority class KAI names by label: the cluster's PriorityClass, else KAI's own default classes
+        (which its installation creates, so they are often missing from an export of workloads)."""
+        name = view.text(key) or ""
+        if name in self.classes or name not in J.KAI_CLASSES:
+            return first_given(self._class(view, key), self.default_priority)
+        self.warnings.add(view.obj.where, view.where(key), f"PriorityClass '{name}' is not in the input: KAI's "
+                          f"default value {J.KAI_CLASSES[name]}")
+        return J.KAI_CLASSES[name]
+
     def _job_name(self, namespace: str, name: str, kind: str) -> str:
         base = f"{namespace}/{name}"
         candidate = base if base not in self.names else f"{base}~{kind}"
@@ -104,6 +120,8 @@ class ImportState:
         """A topology level named by a request: a level, a level's node label, or a tier number."""
         if value == HOSTNAME or value == "node":
             return "node"
+        if isinstance(value, (int, str)) and not isinstance(value, bool) and value in self.tiers:
+            return self.tiers[value]
         alias = {"rack": self.options.rack_label, "block": self.options.block_label, "nvlink_domain": CLIQUE}
         if isinstance(value, str) and self.label_level.get(alias.get(value) or "") in self.levels:
             return self.label_level[alias[value] or ""]
@@ -113,7 +131,7 @@ class ImportState:
             return self.label_level[value]
         if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= len(self.levels):
             self.warnings.add(view.obj.where, view.where(key), f"tier {value} is taken as the {value}. level of "
-                              f"{self.levels} (narrowest first; Volcano's HyperNode tiers are not read)")
+                              f"{self.levels} (narrowest first; no Volcano HyperNodes in the input)")
             return self.levels[value - 1]
         known = ", ".join(["node", *self.levels])
         view.fail(key, f"'{value}' is not a topology level of this cluster (levels: {known}; a Kueue/KAI "
@@ -136,7 +154,13 @@ def annotations_of(template: View) -> dict[str, str]:
 
 
 def pods_priority(pods: list[PodInfo], importer: ImportState, explicit_only: bool = False) -> int | None:
-    """The highest `spec.priority` of the pods (set by admission), else their PriorityClass."""
+    """The highest priority of the pods: KAI's `priorityClassName` label (KAI reads it before the spec,
+    and admission never copies it into `spec.priority`), else `spec.priority` (set by admission), else
+    their PriorityClass."""
+    labelled = [importer.kai_class(p.obj.meta.sub("labels"), J.KAI_PRIORITY) for p in pods
+                if p.labels.get(J.KAI_PRIORITY)]
+    if labelled:
+        return max(labelled)
     values = [p.obj.view().sub("spec").integer("priority") for p in pods]
     if any(v is not None for v in values):
         return max(v for v in values if v is not None)

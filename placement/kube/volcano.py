@@ -15,6 +15,11 @@ from placement.kube.pods import read_shape
 from placement.kube.state import ImportState, annotations_of, first_given
 
 
+def task_name(task: View, index: Any) -> str:
+    """A task's name; Volcano's admission webhook names an unnamed task `default<index>`."""
+    return task.text("name") or f"default{index}"
+
+
 class VolcanoJobs(ImportState):
     """Reader of batch.volcano.sh Jobs."""
 
@@ -34,8 +39,8 @@ class VolcanoJobs(ImportState):
                       submitted=J.timestamp(obj.meta, "creationTimestamp"))
         draft.priority = first_given(self._class(spec, "priorityClassName"), self.default_priority)
         task_mins: list[tuple[View, int]] = []  # (task, its minimum), every task
-        for t in spec.items("tasks"):
-            name = t.text("name", required=True)
+        for i, t in enumerate(spec.items("tasks")):
+            name = task_name(t, i)
             replicas = t.integer("replicas", 1, minimum=0)
             template = t.sub("template")
             shape = read_shape(template.sub("spec"), annotations_of(template), template.sub("metadata"), self.warnings)
@@ -85,7 +90,7 @@ class VolcanoJobs(ImportState):
         # min_replicas where a task may shrink; with min_available set, every task's minimum is written out
         draft.min_available = wanted if wanted > floor else None
         for t, task_min in task_mins:
-            name, replicas = t.text("name", required=True), t.integer("replicas", 1, minimum=0)
+            name, replicas = task_name(t, t.path[-1]), t.integer("replicas", 1, minimum=0)
             if replicas and (task_min < replicas or draft.min_available is not None):
                 draft.task_mins[name] = task_min
 

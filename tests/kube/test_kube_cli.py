@@ -65,11 +65,11 @@ def test_plan_writes_kueue_admissions(tmp_path: Path) -> None:
 def test_bad_objects_exit_2_with_one_line_per_problem(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus: {allocatable: {cpu: lots, memory: 1Gi}}\n"
-                   "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n")
+                   "---\napiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: web}\n")
     assert main(["kube", "import", str(bad)]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err[0] == "error: cannot import the Kubernetes objects:"
-    assert err[1].startswith("  Deployment default/web (bad.yaml #2): kind: unknown kind apps/v1 Deployment")
+    assert err[1].startswith("  DaemonSet default/web (bad.yaml #2): kind: unknown kind apps/v1 DaemonSet")
     assert err[2].startswith("  Node n1 (bad.yaml #1): status.allocatable.cpu: 'lots' is not a Kubernetes quantity")
 
 

@@ -26,11 +26,11 @@ def _node(**status: Any) -> dict[str, Any]:
 
 
 def test_unknown_kind_names_the_object_unless_ignored() -> None:
-    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop"}}
+    deployment = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "web", "namespace": "shop"}}
     message = _error([_node(), deployment])
-    assert "Deployment shop/web" in message and "unknown kind apps/v1 Deployment" in message
+    assert "DaemonSet shop/web" in message and "unknown kind apps/v1 DaemonSet" in message
     imported = import_documents([_node(), deployment], ImportOptions(ignore_unknown=True))
-    assert any("Deployment shop/web" in str(w) and "ignored" in str(w) for w in imported.warnings)
+    assert any("DaemonSet shop/web" in str(w) and "ignored" in str(w) for w in imported.warnings)
 
 
 def test_unsupported_api_version_says_which_versions_are_read() -> None:

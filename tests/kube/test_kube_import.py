@@ -205,7 +205,7 @@ def test_kueue_cluster_queues_become_flavor_quotas_of_one_cohort() -> None:
     assert serving["h100-spot"] == {"nominal": 8, "borrowing_limit": None, "lending_limit": 0}
     assert teams["research-cq"].weight == 2  # fairSharing.weight
     assert imp.origins.flavor_nodes["h100-spot"] == [H100_NODES[2]]
-    assert _warned(imp, "research-cq", "quotas on cpu, memory", "not honoured")
+    assert _warned(imp, "research-cq", "quotas on cpu (h100-on-demand), memory (h100-on-demand)", "not honoured")
 
 
 def test_admitted_kueue_job_runs_under_its_cluster_queue() -> None:
@@ -224,7 +224,9 @@ def test_admitted_kueue_job_runs_under_its_cluster_queue() -> None:
 def test_kai_queues_podgroup_and_fraction_pods() -> None:
     imp = load("cluster", "kai")
     teams = {t.name: t for t in imp.request.teams}
-    assert set(teams) == {"team-a", "team-b"}  # ai-dept is a parent: flattened, reported
+    # ai-dept is a parent: flattened, reported; the 2 GPUs beyond the 24 of quota are KAI's over-quota pool
+    assert set(teams) == {"team-a", "team-b", "kai-unassigned"}
+    assert teams["kai-unassigned"].quota.gpus.nominal == 2
     assert teams["team-a"].quota.gpus.model_dump() == {"nominal": 16, "borrowing_limit": 4, "lending_limit": None}
     assert teams["team-a"].weight == 2  # overQuotaWeight
     assert _warned(imp, "ai-dept", "parent queue")
