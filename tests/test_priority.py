@@ -211,7 +211,8 @@ def best_tiers(req: dict[str, Any]) -> tuple[float, ...]:
         name, whole = jobs[j]["name"], jobs[j]["tasks"][0].get("gpus", 0) > 0
         for use, value in opts[j]:
             if _fits(free, use):
-                left = tuple(tuple(f - u for f, u in zip(fr, us, strict=True)) for fr, us in zip(free, use, strict=True))
+                left = tuple(tuple(f - u for f, u in zip(fr, us, strict=True))
+                             for fr, us in zip(free, use, strict=True))
                 walk(j + 1, left, {**gpus, name: value if whole else 0.0}, {**pods, name: value})
 
     walk(0, tuple(tuple(f) for f in free0), {}, {})

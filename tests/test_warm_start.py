@@ -68,9 +68,9 @@ def test_in_nominal_loss_is_counted_in_gpus_not_milli_gpus() -> None:
 
 def test_shared_pods_count_their_share_in_value_and_quota() -> None:
     """Shares: 'old' (team a, nominal 1 GPU) holds n1's plain GPU and every CPU; hi (team a) asks 0.75 of the
-    shared GPU beside it. The model: +7.5 (0.75 × level 10) + 7.5 (hi's share within a's nominal once 'old' leaves
-    it room, in quanta of 1/4, each 10 per GPU) − 1 (the eviction, weights.preemption 0.1). The warm start valued hi's pod as a CPU pod (0.1), did not
-    count its share in the quota and counted the lost GPU in milli-GPU."""
+    shared GPU beside it. The model: +7.5 (0.75 × level 10) + 7.5 (hi's share within a's nominal once 'old'
+    leaves it room, in quanta of 1/4, each 10 per GPU) − 1 (the eviction, weights.preemption 0.1). The warm start
+    valued hi's pod as a CPU pod (0.1), did not count its share in the quota and counted the lost GPU in milli-GPU."""
     nodes = [{"name": "n1", "gpu_model": H100, "gpus": 2, "cpu": 8, "memory_gib": 512,
               "sharing": {0: {"mode": "time-slicing", "replicas": 4}}}, _cpu_node("c1")]
     running = [{"job": "old", "team": "a", "preemptible": True, "started_at": STARTED,
