@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -363,26 +364,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive(text: str) -> int:
-    """An argparse type: a whole number of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
+def _at_least(least: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least `least` (argparse turns the error into exit 2)."""
 
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}, not {value}")
+        return value
 
-def _non_negative(text: str) -> int:
-    """An argparse type: a whole number of at least 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, not {value}")
-    return value
+    return parse
 
 
 #: Subcommands whose module parses its own arguments: name -> (module with main(argv), help line). A new
@@ -417,8 +411,8 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("plan", help="plan file ('-': standard input)")
 
     g = sub.add_parser("generate", help="a seeded, realistic request (ITP gang sizes, fragmented nodes)")
-    g.add_argument("--nodes", type=_positive, required=True)
-    g.add_argument("--jobs", type=_non_negative, required=True)
+    g.add_argument("--nodes", type=_at_least(1), required=True)
+    g.add_argument("--jobs", type=_at_least(0), required=True)
     g.add_argument("--seed", type=int, default=1)
     g.add_argument("-o", "--output", help="write the request here instead of stdout")
 
@@ -440,7 +434,7 @@ def parser() -> argparse.ArgumentParser:
     sv = sub.add_parser("serve", help="the HTTP service (needs the 'service' extra)")
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8000)
-    sv.add_argument("--workers", type=_positive, default=1,
+    sv.add_argument("--workers", type=_at_least(1), default=1,
                     help="server processes, each with its own solver pool (PLACEMENT_MAX_CONCURRENT_SOLVES)")
     return ap
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import math
 import sys
 import zlib
 from pathlib import Path
@@ -240,3 +241,15 @@ def _yaml(text: str, max_depth: int) -> Any:
 
 def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())
+
+
+def json_safe(value: Any) -> Any:
+    """`value` with NaN and infinities as None, through dicts and lists: valid JSON (json.dumps writes NaN, which
+    other readers refuse), and a NaN compares equal to itself once it is None."""
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_safe(v) for v in value]
+    return value

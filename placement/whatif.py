@@ -473,17 +473,25 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--json", metavar="OUT", help="also write rows, diffs and plans as JSON here")
 
 
+def with_options(data: Any, time_limit: float | None, deterministic: bool, workers: int | None = None) -> Any:
+    """A request document with the command line's policy options set (a malformed one is left to validation)."""
+    if isinstance(data, dict):
+        policy = data.setdefault("policy", {})
+        if isinstance(policy, dict):
+            if time_limit is not None:
+                policy["time_limit_s"] = time_limit
+            if deterministic:
+                policy["deterministic"] = True
+            if workers is not None:
+                policy["workers"] = workers
+    return data
+
+
 def run(args: argparse.Namespace) -> int:
     from placement.io import load_document
 
     try:
-        data = load_document(args.request)
-        if isinstance(data, dict):
-            policy = data.setdefault("policy", {})
-            if args.time_limit is not None:
-                policy["time_limit_s"] = args.time_limit
-            if args.deterministic:
-                policy["deterministic"] = True
+        data = with_options(load_document(args.request), args.time_limit, args.deterministic)
         request = PlacementRequest.model_validate(data)
         scenarios = [s for path in args.scenario for s in load_scenarios(path)]
         spec = getattr(args, "executor", None) or "local"

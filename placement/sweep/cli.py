@@ -76,16 +76,9 @@ def _base(args: argparse.Namespace) -> dict[str, Any]:
     from placement_models import PlacementRequest
 
     from placement.io import load_document
+    from placement.whatif import with_options
 
-    data = load_document(args.request)
-    if isinstance(data, dict):
-        policy = data.setdefault("policy", {})
-        if args.time_limit is not None:
-            policy["time_limit_s"] = args.time_limit
-        if args.deterministic:
-            policy["deterministic"] = True
-        if args.solver_workers is not None:
-            policy["workers"] = args.solver_workers
+    data = with_options(load_document(args.request), args.time_limit, args.deterministic, args.solver_workers)
     return PlacementRequest.model_validate(data).model_dump(mode="json")
 
 

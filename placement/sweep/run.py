@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from placement.executor import Executor, Outcome, resolve, run_all
+from placement.io import json_safe
 from placement.sweep.grid import Point
 from placement.sweep.trace import TraceOptions
 
@@ -128,7 +129,7 @@ def evaluate(task: PointTask) -> dict[str, Any]:
         spot = sum(n.gpus for n in request.cluster.nodes if n.pool in pools)
         out["spot_share_pct"] = 100.0 * spot / out["gpus"] if out["gpus"] else 0.0
     out["seconds"] = round(time.perf_counter() - t0, 3)
-    return _json_safe(out)  # NaN (no big gang started) as None: equal to itself, and valid JSON
+    return json_safe(out)  # NaN (no big gang started) as None: equal to itself, and valid JSON
 
 
 @dataclass
@@ -151,17 +152,7 @@ class SweepResult:
     def to_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "axes": self.axes, "executor": self.executor, "wall_s": round(self.wall_s, 3),
                 "pareto_over": ["cost_per_hour", self.second_measure], **self.meta,
-                "points": [_json_safe(p) for p in self.points]}
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-        return None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_json_safe(v) for v in value]
-    return value
+                "points": [json_safe(p) for p in self.points]}
 
 
 def pareto(points: list[dict[str, Any]], x: str, y: str) -> set[int]:

@@ -21,6 +21,7 @@ from placement.bench.cycles.report import format_table, metrics, plot
 from placement.bench.cycles.sim import InvalidDecision, SimConfig, SimResult, simulate
 from placement.bench.cycles.state import TraceJob
 from placement.bench.cycles.traces import ESTIMATE_MODES, DataNotFound, load, parse_trace, with_estimates
+from placement.io import json_safe
 
 DESCRIPTION = ("The scheduler loop over a real trace: arrivals, departures, a decision every cycle; "
                "wait, completion and utilisation per policy.")
@@ -91,16 +92,6 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_json_safe(v) for v in value]
-    return value
-
-
 def main(argv: list[str] | None = None) -> int:
     """``placement bench cycles``: simulate each (estimates, policy) pair and print the table.
 
@@ -166,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(rows))
     if args.json is not None:
         payload = {"trace": spec.label, "config": asdict(cfg) | {"total_gpus": cfg.total_gpus}, "rows": rows}
-        args.json.write_text(json.dumps(_json_safe(payload), indent=1, default=float))
+        args.json.write_text(json.dumps(json_safe(payload), indent=1, default=float))
         print(f"metrics written to {args.json}")
     if args.plot is not None:
         try:
