@@ -53,19 +53,24 @@ QUANTUM = 25
 Held = list[tuple[list[cp_model.IntVar], list[int], int]]
 
 
+Parts = list[tuple[tuple[list[cp_model.IntVar], list[int], int], dict[int, tuple[list[cp_model.IntVar], list[int]]]]]
+
+
 def team_use(ctx: ModelContext, mask: np.ndarray, resource: int = 0) -> Held:
     """Per team, A_T on `mask` nodes as (variables, coefficients, constant): placed pods, minus preempted
     running work; milli-GPU (resource 0, GPU-equivalents), milli-CPU (1) or MiB (2)."""
+    return merged(team_parts(ctx, mask, resource))
+
+
+def merged(parts: Parts) -> Held:
+    """`team_parts` as `team_use` counts them: running and placed work in one sum per team."""
     out: Held = []
-    for (variables, coefs, const), placed in team_parts(ctx, mask, resource):
+    for (variables, coefs, const), placed in parts:
         for level_vars, level_coefs in placed.values():
             variables = variables + level_vars
             coefs = coefs + level_coefs
         out.append((variables, coefs, const))
     return out
-
-
-Parts = list[tuple[tuple[list[cp_model.IntVar], list[int], int], dict[int, tuple[list[cp_model.IntVar], list[int]]]]]
 
 
 def team_parts(ctx: ModelContext, mask: np.ndarray, resource: int = 0) -> Parts:
@@ -136,11 +141,15 @@ def apply(ctx: ModelContext) -> None:
     if index is None or not index.all_scopes:
         return
     over_vars: dict[tuple[int, int], cp_model.IntVar] = {}
+    gpu_parts: list[Parts] = []  # per GPU scope, for the within-nominal term
     for s, scope in enumerate(index.all_scopes):
         guaranteed = scope.guaranteed
         borrowers: list[cp_model.IntVar] = []
         fixed_borrowed = 0
-        for team, (variables, coefs, const) in enumerate(team_use(ctx, scope.mask, scope.resource)):
+        parts = team_parts(ctx, scope.mask, scope.resource)
+        if scope.resource == 0:
+            gpu_parts.append(parts)
+        for team, (variables, coefs, const) in enumerate(merged(parts)):
             top = most(variables, coefs, const)
             cap = int(scope.cap[team])
             if cap < UNLIMITED and top > cap:
@@ -159,7 +168,7 @@ def apply(ctx: ModelContext) -> None:
             most_borrowed = sum(bounds(v)[1] for v in borrowers) + fixed_borrowed
             if most_borrowed > scope.pool:
                 ctx.model.add(cp_model.LinearExpr.sum(borrowers) <= scope.pool - fixed_borrowed)
-    inside_vars = _within_nominal(ctx)
+    inside_vars = _within_nominal(ctx, gpu_parts)
 
     def hint(ctx: ModelContext, placement: Placement, values: dict[int, int]) -> None:
         for s, scope in enumerate(index.all_scopes):
@@ -180,7 +189,7 @@ def apply(ctx: ModelContext) -> None:
     ctx.on_hint(hint)
 
 
-def _within_nominal(ctx: ModelContext) -> dict[tuple[int, int, int], cp_model.IntVar]:
+def _within_nominal(ctx: ModelContext, gpu_parts: list[Parts]) -> dict[tuple[int, int, int], cp_model.IntVar]:
     """The `quota` term: per GPU scope, team and priority level, the quanta its newly placed pods hold within
     the nominal its kept running work leaves, each worth the level's `nominal_bonus`:
 
@@ -197,8 +206,8 @@ def _within_nominal(ctx: ModelContext) -> dict[tuple[int, int, int], cp_model.In
     out: dict[tuple[int, int, int], cp_model.IntVar] = {}
     if not weight:
         return out
-    for s, scope in enumerate(index.scopes):  # GPU scopes
-        for team, ((run_vars, run_coefs, running), placed) in enumerate(team_parts(ctx, scope.mask)):
+    for s, (scope, parts) in enumerate(zip(index.scopes, gpu_parts, strict=True)):  # GPU scopes lead all_scopes
+        for team, ((run_vars, run_coefs, running), placed) in enumerate(parts):
             nominal = int(scope.nominal[team])
             if nominal < step or team not in most_bonus:
                 continue
