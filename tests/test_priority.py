@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 from functools import cache
+from itertools import product
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -178,16 +179,23 @@ def test_the_screen_drops_only_jobs_no_plan_can_place(req: dict[str, Any]) -> No
 
 
 def _tiers(req: dict[str, Any], gpus: dict[str, float], pods: dict[str, float]) -> tuple[float, ...]:
-    """Strict tiers of a plan (compile/quota.py): GPUs within the teams' nominal per class, highest first (each
-    team's nominal given to its highest classes), then every placed GPU-equivalent per class."""
+    """Strict tiers of a plan (compile/nominal.py, Kueue's admission order): GPUs of the jobs counted within their
+    team's nominal per class, highest first — each team counts the placed jobs that fit its nominal together,
+    whole, the best such set — then every placed GPU-equivalent per class."""
     levels = sorted({j.get("priority", 0) for j in req["jobs"]}, reverse=True)
-    nominal = {t["name"]: t["quota"]["gpus"]["nominal"] for t in req["teams"]}
-    room = dict(nominal)
     inside = dict.fromkeys(levels, 0.0)
-    for job in sorted(req["jobs"], key=lambda j: -j.get("priority", 0)):
-        take = min(gpus.get(job["name"], 0.0), room[job["team"]])
-        inside[job.get("priority", 0)] += take
-        room[job["team"]] -= take
+    for team in req["teams"]:
+        nominal = team["quota"]["gpus"]["nominal"]
+        mine = [j for j in req["jobs"] if j["team"] == team["name"] and gpus.get(j["name"], 0.0) > 0]
+        best = (0.0,) * len(levels)
+        for chosen in product((False, True), repeat=len(mine)):
+            picked = [j for j, take in zip(mine, chosen, strict=True) if take]
+            if sum(gpus[j["name"]] for j in picked) <= nominal + 1e-9:
+                vector = tuple(sum(gpus[j["name"]] for j in picked if j.get("priority", 0) == level)
+                               for level in levels)
+                best = max(best, vector)
+        for level, value in zip(levels, best, strict=True):
+            inside[level] += value
     placed = dict.fromkeys(levels, 0.0)
     for job in req["jobs"]:
         placed[job.get("priority", 0)] += pods.get(job["name"], 0.0)
@@ -233,7 +241,8 @@ def team_contests(draw: st.DrawFn) -> dict[str, Any]:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(team_contests())
 def test_strict_plans_with_quotas_are_the_best_tier_by_tier(req: dict[str, Any]) -> None:
-    """Kueue's order: within nominal before borrowing, each by class; the model's plan is the brute-force best."""
+    """Kueue's order: workloads within their team's nominal before those that borrow, each by class; the model's
+    plan is the brute-force best."""
     plan = placement.plan(req)
     assert plan.status == "optimal"
     tasks = {(j["name"], t["name"]): t.get("gpus", 0) for j in req["jobs"] for t in j["tasks"]}
@@ -244,3 +253,18 @@ def test_strict_plans_with_quotas_are_the_best_tier_by_tier(req: dict[str, Any])
         gpus[a.job] = gpus.get(a.job, 0.0) + g
         pods[a.job] = pods.get(a.job, 0.0) + (g or 0.01)
     assert _tiers(req, gpus, pods) == best_tiers(req)
+
+
+def test_a_gang_that_would_borrow_waits_behind_another_teams_job_within_its_nominal() -> None:
+    """Kueue counts a workload as borrowing when it takes its team past its nominal: a's priority-3 gang of 4 GPUs
+    (nominal 2) would borrow b's idle nominal, and b's priority-0 job of 2 GPUs fits b's own nominal: b's job
+    goes first, though a's gang holds two GPUs' worth of a's nominal."""
+    node = {"name": "n0", "gpu_model": H100, "gpus": 4, "cpu": 8, "memory_gib": 64}
+    jobs = [{"name": "b-small", "priority": 0, "team": "b", "tasks": [{"name": "w", "gpus": 2, "cpu": 1}]},
+            {"name": "a-gang", "priority": 3, "team": "a", "tasks": [{"name": "w", "gpus": 4, "cpu": 1}]}]
+    teams = [{"name": "a", "quota": {"gpus": {"nominal": 2}}}, {"name": "b", "quota": {"gpus": {"nominal": 3}}}]
+    plan = placement.plan({"cluster": {"nodes": [node]}, "jobs": jobs, "teams": teams,
+                           "policy": {"deterministic": True, "time_limit_s": 5, "workers": 1}})
+    assert _placed(plan) == {"b-small"}
+    (waiting,) = plan.pending
+    assert waiting.job == "a-gang" and waiting.constraint == "quota", waiting

@@ -17,6 +17,7 @@ from placement.compile import (
     fragmentation,
     gang,
     mig,
+    nominal,
     preemption,
     priority,
     quota,
@@ -31,8 +32,8 @@ from placement.compile.context import SCALE, ModelContext
 from placement.problem import Problem
 
 # cost comes after mig: its peak-reserve row counts the idle whole GPUs mig may partition
-MODULES: tuple[ModuleType, ...] = (gang, capacity, reservation, priority, fragmentation, quota, fairness, preemption,
-                                   topology, mig, sharing, cost, usage, stability, waiting)
+MODULES: tuple[ModuleType, ...] = (gang, capacity, reservation, priority, fragmentation, quota, nominal, fairness,
+                                   preemption, topology, mig, sharing, cost, usage, stability, waiting)
 
 
 def build(problem: Problem, candidates: list[np.ndarray] | None = None) -> ModelContext:

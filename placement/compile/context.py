@@ -115,10 +115,9 @@ class ModelContext:
                 for ub, n in zip(bounds, self.candidates[t], strict=True)
             ])
         self._per_node: list[list[tuple[cp_model.IntVar, int, int]]] | None = None
-        #: priority level -> quanta of GPU its newly placed pods hold within their teams' nominal (compile/quota.py),
-        #: each `in_nominal_step` milli-GPU: strict classes compare plans tier by tier with them
-        self.in_nominal: dict[int, list[cp_model.IntVar]] = {}
-        self.in_nominal_step = 1
+        #: priority level -> (variable, milli-GPU per unit) of the jobs counted within their teams' nominal
+        #: (compile/nominal.py): strict classes compare plans tier by tier with them
+        self.in_nominal: dict[int, list[tuple[cp_model.IntVar, int]]] = {}
         self._demands: list[list[int]] | None = None
         #: node -> (count of its idle whole GPUs the plan partitions, upper bound), from compile/mig.py, then
         #: the ones it shares, from compile/sharing.py: rules that count whole free GPUs (the peak reserve)

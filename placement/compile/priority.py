@@ -82,6 +82,7 @@ def strict_weights(problem: Problem) -> tuple[dict[int, float], dict[int, float]
     asked: dict[int, float] = {}
     inside: dict[int, float] = {}
     smallest: dict[int, float] = {}
+    smallest_in: dict[int, float] = {}
     teams = _with_nominal(problem)
     for t, task in enumerate(problem.tasks):
         job = task.job
@@ -90,6 +91,8 @@ def strict_weights(problem: Problem) -> tuple[dict[int, float], dict[int, float]
         asked[level] = asked.get(level, 0.0) + value * task.replicas
         if teams and problem.job_team[job] >= 0 and teams[problem.job_team[job]] and problem.gpu_value(t) > 0:
             inside[level] = inside.get(level, 0.0) + value * task.replicas
+            # the least a job within nominal adds there: one GPU pod (an elastic job's credit moves by pods)
+            smallest_in[level] = min(smallest_in.get(level, value), value)
         smallest[level] = min(smallest.get(level, value), value)
     for job in problem.jobs:  # a job without tasks still has a class
         asked.setdefault(job.priority, 0.0)
@@ -103,7 +106,7 @@ def strict_weights(problem: Problem) -> tuple[dict[int, float], dict[int, float]
     tiers = [(False, level) for level in sorted(asked)] + [(True, level) for level in sorted(inside)]
     for within, level in tiers:
         size = inside[level] if within else asked[level]
-        w = 1.0 if not top else (below + margin) / smallest[level]
+        w = 1.0 if not top else (below + margin) / (smallest_in if within else smallest)[level]
         cap = STRICT_CAP / max(size, 1.0)
         if w > cap:
             w, capped = max(cap, top), True

@@ -146,7 +146,7 @@ def _trades_down(ctx: ModelContext, chosen: Placement, chosen_values: dict[int, 
 def _in_nominal(ctx: ModelContext, values: dict[int, int]) -> list[float]:
     """GPU-equivalents placed within the teams' nominal quotas per priority class, highest class first."""
     levels = sorted(ctx.in_nominal, reverse=True)
-    return [round(sum(values.get(v.index, 0) for v in ctx.in_nominal[level]) * ctx.in_nominal_step / MILLI, 6)
+    return [round(sum(values.get(v.index, 0) * unit for v, unit in ctx.in_nominal[level]) / MILLI, 6)
             for level in levels]
 
 

@@ -19,8 +19,7 @@ from placement.baseline.topology import fill_gang
 from placement.compile.context import ModelContext
 from placement.compile.preemption import eviction_costs
 from placement.compile.priority import class_weights, nominal_bonus, pod_value
-from placement.compile.quota import quantum
-from placement.holdings import held_after, running_use, use_of
+from placement.holdings import held_after, pod_milli, running_use, use_of
 from placement.rightsize import gang_minimums
 from placement.solution import Placement
 from placement.teams import MILLI, borrowed
@@ -293,19 +292,19 @@ class _Warm:
         return alloc, reclaims
 
     def _value(self, j: int, counts: dict[tuple[int, int], int], alloc: np.ndarray | None) -> float:
-        """Roughly what the objective gains, in its units: the pods' priority value (compile/priority.py) and the
-        change in GPU-equivalents held within nominal (the `quota` term of compile/quota.py: per GPU scope and
-        team, whole quanta of milli-GPU up to the nominal, each worth the job's level's `nominal_bonus` ×
-        quantum / MILLI; running work is counted in the room, not in the credit, which this ignores)."""
+        """Roughly what the objective gains, in its units: the pods' priority value (compile/priority.py) and, when
+        the job keeps its team within nominal in every GPU scope, its class's `nominal_bonus` per GPU placed (the
+        `quota` term of compile/nominal.py)."""
         problem = self.problem
         level = problem.jobs[j].priority
         value = sum(self.levels[level] * pod_value(problem.gpu_value(t)) * k
                     for (t, _), k in counts.items()) * self.w_value
-        if self.alloc is not None and alloc is not None and self.index.scopes:
+        team = problem.job_team[j] if problem.job_team else -1
+        if self.alloc is not None and alloc is not None and self.index.scopes and team >= 0:
             gpu = len(self.index.scopes)  # GPU scopes come first in all_scopes
-            step = quantum(problem)
-            nominal = np.array([s.nominal for s in self.index.scopes], dtype=np.int64) // step
-            inside = int(np.minimum(alloc[:gpu] // step, nominal).sum() - np.minimum(self.alloc[:gpu] // step,
-                                                                                     nominal).sum())
-            value += nominal_bonus(problem).get(level, 0.0) * self.w_value * step / MILLI * inside
+            nominal = np.array([s.nominal[team] for s in self.index.scopes], dtype=np.int64)
+            added = alloc[:gpu, team] - self.alloc[:gpu, team]
+            if ((added <= 0) | (alloc[:gpu, team] <= nominal)).all():
+                milli = sum(pod_milli(problem, t, n) * k for (t, n), k in counts.items())
+                value += nominal_bonus(problem).get(level, 0.0) * self.w_value * milli / MILLI
         return value
