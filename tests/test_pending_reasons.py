@@ -20,7 +20,6 @@ over random requests (see `test_relaxing_the_named_constraint_never_reveals_an_e
 from __future__ import annotations
 
 import copy
-import re
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -124,8 +123,8 @@ def relax(req: dict[str, Any], job: str, constraint: str) -> dict[str, Any]:
 
 
 def relaxations(req: dict[str, Any], job: str, constraint: str) -> list[dict[str, Any]]:
-    """`relax`, and for `quota` also every team's quota dropped: GPUs within a team's nominal rank above every
-    class (compile/quota.py), so a bigger job of the team can keep a smaller one out however high its nominal."""
+    """`relax`, and for `quota` also every team's quota dropped: raising the job's own nominal leaves other teams'
+    work within their nominal ranked above it wherever the job would still borrow (compile/nominal.py)."""
     out = [relax(req, job, constraint)]
     if constraint == "quota":
         dropped = copy.deepcopy(req)
@@ -348,20 +347,10 @@ def _relaxations_hold(req: dict[str, Any]) -> None:
             if pending.job in _placed(after):
                 break
             now.append(_pending(after, pending.job))
-            if now[-1].constraint in LATER[pending.constraint] or _own_team_ranking(req, now[-1]):
+            if now[-1].constraint in LATER[pending.constraint]:
                 break
         else:
             raise AssertionError((pending, now))
-
-
-def _own_team_ranking(req: dict[str, Any], now: Pending) -> bool:
-    """A job whose team's nominal was raised may still wait for `quota` when bigger jobs of its own team took
-    the room: compile/quota.py values every GPU within a team's nominal above every priority class, inside one
-    team too, so there the bigger job wins whatever the classes (a model behaviour, not a misnamed reason)."""
-    team = next(j.get("team") for j in req["jobs"] if j["name"] == now.job)
-    named = re.findall(r"\(team ([^,]+), priority", now.reason)
-    return now.constraint == "quota" and "within their teams' nominal" in now.reason and bool(named) and all(
-        t == team for t in named)
 
 
 @settings(max_examples=150, deadline=None, derandomize=True,

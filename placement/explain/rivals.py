@@ -2,8 +2,8 @@
 
 A job that fits the free cluster but not what the plan leaves lost its room to jobs the plan placed.
 They are grouped by how the objective ranks them above it (placement.compile: work within a team's
-nominal quota above every priority class, classes above each other, then the soft terms within a
-class), and the job is tried again without each group, strongest first; the first group whose room
+nominal quota above every workload that borrows, classes above each other, then the soft terms within
+a class), and the job is tried again without each group, strongest first; the first group whose room
 makes it fit names the constraint:
 
 * `quota` — placed work within its team's nominal while the job's team would borrow;
@@ -385,16 +385,16 @@ def _told(problem: Problem, j: int, placement: Placement, usage: np.ndarray, gro
                                f"{amount(nominal)} GPUs held; the gang needs {need} more), and work within its team's "
                                f"nominal ranks above borrowing, whatever the priority: the room went to "
                                f"{_named(problem, members, rivals, team=True)}" + tail)
-    # The quota term values GPUs within a team's nominal above every class (compile/quota.py): it decides when
-    # the rivals hold more of it than the job would add, across classes, or in its class when the job's nominal
-    # is what limits its share (it would borrow); else jobs of one class compete on value.
+    # Work within a team's nominal ranks above every workload that borrows, whatever the classes
+    # (compile/nominal.py): it decides when the job would take its team past its nominal (it would add less
+    # within nominal than it asks) and the rivals hold work within theirs; else classes and the soft terms do.
     inside = _inside(problem, j, placement, members, nodes)
     worth = job_milli(problem, j)
-    if inside is not None and inside[0] > inside[1] and (group != "same" or inside[1] < worth):
-        return Reason("quota", f"quota: GPUs within a team's nominal rank above every priority class, and the jobs "
-                               f"that took the room hold {amount(inside[0])} GPUs within their teams' nominal where "
-                               f"this job would add {amount(inside[1])}: {_named(problem, members, rivals, team=True)}"
-                               + tail)
+    if inside is not None and inside[0] > 0 and inside[1] < worth:
+        return Reason("quota", f"quota: this job would borrow (only {amount(inside[1])} of its {amount(worth)} GPUs "
+                               f"within its team's nominal), and work within a team's nominal ranks above borrowing, "
+                               f"whatever the class: the jobs that took the room hold {amount(inside[0])} GPUs within "
+                               f"their teams' nominal: {_named(problem, members, rivals, team=True)}" + tail)
     mode = problem.request.policy.priority_mode
     least = worth * job.needed // max(job.pods, 1)  # an elastic gang is sure of its needed pods only
     if group == "higher" and (mode == "strict" or sum(_milli(problem, placement, r) for r in members) <= least):
