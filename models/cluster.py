@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from placement_models.base import (
+    JSON_INT,
     MAX_CPU,
     MAX_GPU_MEMORY_GIB,
     MAX_GPUS,
@@ -27,6 +28,7 @@ from placement_models.base import (
     MAX_TEXT,
     MAX_TOPOLOGY_MATRICES,
     MAX_WORD,
+    NOT_BLANK,
     Name,
     Priority,
     Strict,
@@ -34,13 +36,19 @@ from placement_models.base import (
     as_utc,
     bounded_dict,
     bounded_list,
+    cross_field,
+    either,
+    given,
+    gpu_dict,
+    holds,
+    unset,
 )
 from placement_models.errors import ErrorList
 from pydantic import AfterValidator, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 #: A GPU's index on its node (whether the node has that many GPUs is checked with the node).
-GpuIndex = Annotated[int, Field(ge=0, lt=MAX_GPUS)]
+GpuIndex = Annotated[int, Field(ge=0, lt=MAX_GPUS), JSON_INT]
 
 
 class Taint(Strict):
@@ -107,6 +115,9 @@ class GpuSharing(Strict):
 class NodeTemplate(Strict):
     """The shape of a node a pool can add on demand: a Node without name, pool or history."""
 
+    model_config = cross_field(either(holds("gpus", {"maximum": 0}),
+                                      given("gpu_model", {"type": "string", "minLength": 1})))
+
     gpu_model: Word | None = None
     gpus: int = Field(0, ge=0, le=MAX_GPUS)
     cpu: float = Field(ge=0, le=MAX_CPU)
@@ -117,7 +128,7 @@ class NodeTemplate(Strict):
 
     @model_validator(mode="after")
     def _check(self) -> NodeTemplate:
-        if self.gpus > 0 and not self.gpu_model:
+        if self.gpus > 0 and not self.gpu_model:  # null and "" are no model: the schema says so too
             errors = ErrorList("NodeTemplate")
             errors.add(("gpu_model",), "required when the node has GPUs", None, "missing")
             errors.raise_if_any()
@@ -131,9 +142,9 @@ class Node(NodeTemplate):
     pool: Name | None = None
     #: GPU index -> its MIG layout (a listed GPU is partitioned, even with no instances, and never given whole;
     #: a GPU has at most 8 memory slices, so at most 8 instances)
-    mig: bounded_dict(int, bounded_list(MigInstance, 8), MAX_GPUS) = Field(default_factory=dict)
+    mig: gpu_dict(bounded_list(MigInstance, 8)) = Field(default_factory=dict)
     #: GPU index -> time-slicing/MPS setting (a listed GPU takes only pods with gpu_share)
-    sharing: bounded_dict(int, GpuSharing, MAX_GPUS) = Field(default_factory=dict)
+    sharing: gpu_dict(GpuSharing) = Field(default_factory=dict)
     unhealthy_gpus: bounded_list(GpuIndex, MAX_GPUS, json_schema_extra={"uniqueItems": True}) = Field(
         default_factory=list)
 
@@ -181,6 +192,8 @@ class Provisionable(Strict):
 class Pool(Strict):
     """A group of nodes with one price and capacity type; spot nodes may be reclaimed at any time."""
 
+    model_config = cross_field(either(unset("reclaim_rate_per_h"), given("capacity_type", {"const": "spot"})))
+
     name: Name
     capacity_type: Literal["on-demand", "spot", "reserved"] = "on-demand"
     gpu_hour_price: float | None = Field(None, ge=0, le=MAX_PRICE, description="currency per GPU-hour; unset = "
@@ -200,6 +213,15 @@ class Pool(Strict):
 
 
 class RunningPod(Strict):
+    """A pod of a running job: the node, and the whole GPUs, MIG instance or GPU share it holds."""
+
+    model_config = cross_field(
+        either(unset("mig"), holds("gpus", {"maxItems": 0})),
+        either(unset("mig"), unset("gpu_share")),
+        either(unset("gpu_share"), given("gpus", {"minItems": 1, "maxItems": 1})),
+        either(unset("gpu_memory_gib"), given("gpu_share")),
+    )
+
     task: Name
     node: Name
     gpus: bounded_list(GpuIndex, MAX_GPUS) = Field(default_factory=list)
@@ -263,7 +285,7 @@ def _level_name(level: str) -> str:
 
 
 #: A topology level: a name that is neither blank nor reserved (the schema says so as the check does).
-Level = Annotated[str, Field(max_length=MAX_WORD, json_schema_extra={"pattern": r"\S",
+Level = Annotated[str, Field(max_length=MAX_WORD, json_schema_extra={"pattern": NOT_BLANK,
                                                                       "not": {"enum": list(RESERVED_LEVELS)}}),
                   AfterValidator(_level_name)]
 

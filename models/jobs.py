@@ -7,6 +7,7 @@ anything between its minimum and every pod.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 from placement_models.base import (
@@ -18,20 +19,39 @@ from placement_models.base import (
     MAX_TAINTS,
     MAX_TASKS,
     MAX_WORD,
+    SPACE,
     Name,
     Strict,
     Word,
     as_utc,
     bounded_dict,
     bounded_list,
+    cross_field,
+    either,
+    given,
+    holds,
+    unset,
 )
 from placement_models.cluster import Toleration
 from placement_models.errors import ErrorList
 from pydantic import Field, field_validator, model_validator
 
+#: "auto" as `mig_profile` accepts: any case, with whitespace around (the rule in Task's schema reads it too)
+MIG_AUTO_PATTERN = f"^[{SPACE}]*[aA][uU][tT][oO][{SPACE}]*$"
+_MIG_AUTO = re.compile(MIG_AUTO_PATTERN)
+
 
 class Task(Strict):
     """A set of identical pods; the solver decides how many go to each node, not which."""
+
+    model_config = cross_field(
+        either(unset("gpu_memory_gib"), given("gpus", {"minimum": 1}), given("mig_profile"),
+               given("gpu_share")),
+        either(unset("mig_profile"), unset("gpu_share")),
+        either(holds("gpus", {"maximum": 0}), {"allOf": [unset("mig_profile"), unset("gpu_share")]}),
+        either(given("gpu_memory_gib"),
+               holds("mig_profile", {"not": {"type": "string", "pattern": MIG_AUTO_PATTERN}})),
+    )
 
     name: Name
     replicas: int = Field(1, ge=1, le=100_000)
@@ -65,7 +85,7 @@ class Task(Strict):
         if fractional and self.gpus:
             field = "mig_profile" if self.mig_profile is not None else "gpu_share"
             errors.add((field,), "a pod asks for whole GPUs or a part of one; leave 'gpus' at 0", self.gpus)
-        if self.mig_profile is not None and self.mig_profile.strip().lower() == "auto" and self.gpu_memory_gib is None:
+        if self.mig_auto and self.gpu_memory_gib is None:
             errors.add(("gpu_memory_gib",), "mig_profile 'auto' picks the smallest profile with this much GPU "
                        "memory: set it", None, "missing")
         errors.raise_if_any()
@@ -73,7 +93,8 @@ class Task(Strict):
 
     @property
     def mig_auto(self) -> bool:
-        return self.mig_profile is not None and self.mig_profile.strip().lower() == "auto"
+        """`mig_profile` is "auto" (any case, spaces around): read with the schema's MIG_AUTO_PATTERN."""
+        return self.mig_profile is not None and _MIG_AUTO.search(self.mig_profile) is not None
 
 
 class TopologySlice(Strict):
@@ -101,6 +122,16 @@ class JobTopology(Strict):
 
 
 class Job(Strict):
+    """A gang of tasks, pending; the request's validator checks what crosses jobs (names, teams, levels)."""
+
+    model_config = cross_field(
+        either(holds("right_size", {"const": False}), holds("tasks", {"contains": given("gpus", {"const": 1})})),
+        either(holds("right_size", {"const": False}), unset("topology")),
+        # a slice groups GPU tasks' pods: checked with the request, stated here where the job's schema can say it
+        either(unset("topology"), holds("topology", unset("slice")),
+               holds("tasks", {"contains": given("gpus", {"minimum": 1})})),
+    )
+
     name: Name
     team: Name | None = None
     priority: int = Field(0, ge=-(2**31), le=2**31)

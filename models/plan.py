@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Any, Literal
 
+from placement_models.base import JSON_INT, JSON_NUMBER, json_types
 from placement_models.request import MigInstance, MigSlot
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 PlanStatus = Literal["optimal", "feasible", "infeasible", "no_solution_in_time", "invalid"]
 
 
 class PlanModel(BaseModel):
+    """A plan is read back too (`/v1/verify`, `placement verify`): as strict about JSON types as a request."""
+
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _json_types(cls, data: Any) -> Any:
+        return json_types(cls, data)
 
 
 class Assignment(PlanModel):
@@ -20,7 +28,7 @@ class Assignment(PlanModel):
     task: str
     pod: int = Field(ge=0)
     node: str
-    gpus: list[int] = Field(default_factory=list)
+    gpus: list[Annotated[int, JSON_INT]] = Field(default_factory=list)
     #: the MIG instance the pod takes (MIG tasks)
     mig: MigSlot | None = None
     #: the fraction of the one GPU in `gpus` the pod takes (gpu_share tasks; the GPU is shared)
@@ -129,7 +137,10 @@ class Objective(PlanModel):
     """Recomputed from the placement, term by term, so the plan explains its own score."""
 
     total: float
-    terms: dict[str, float] = Field(default_factory=dict)
+    terms: dict[str, Annotated[float, JSON_NUMBER]] = Field(default_factory=dict)
+
+
+Phase = Literal["problem", "greedy", "compile", "bound", "search", "decode", "verify"]
 
 
 class SolverStats(PlanModel):
@@ -158,7 +169,7 @@ class SolverStats(PlanModel):
     note: str | None = Field(None, max_length=300, description="why the search was skipped, said plainly")
     rounds: int = Field(1, ge=1, le=100, description="trimmed models solved one after another, each around the "
                                                      "last one's plan (big clusters, time to spare)")
-    phases: dict[Literal["problem", "greedy", "compile", "bound", "search", "decode", "verify"], float] = Field(
+    phases: dict[Phase, Annotated[float, JSON_NUMBER]] = Field(
         default_factory=dict, description="seconds each phase of the call took (policy.time_limit_s bounds their sum)")
     restricted: bool = Field(
         False, description="large cluster: each task saw a subset of its nodes, so 'optimal' and the gap "

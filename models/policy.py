@@ -5,11 +5,14 @@ Everything here tunes the solve; none of it describes the cluster or the work.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, time
-from typing import Annotated, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from functools import cache
+from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, available_timezones
 
 from placement_models.base import (
+    JSON_INT,
     MAX_COUNT,
     MAX_NAME,
     MAX_POOLS,
@@ -21,17 +24,24 @@ from placement_models.base import (
     Strict,
     as_utc,
     bounded_dict,
+    cross_field,
+    either,
+    holds,
+    unset,
 )
 from placement_models.cluster import GpuSharing
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     TypeAdapter,
     ValidatorFunctionWrapHandler,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 
 class Weights(Strict):
@@ -107,18 +117,40 @@ class PreviousPlan(BaseModel):
     reservations: list[PreviousReservation] = Field(default_factory=list, max_length=10_000)
 
 
-_BOOL = TypeAdapter(bool)
+_BOOL = TypeAdapter(bool, config=ConfigDict(strict=True))
 
 Weekday = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
 _WEEKDAYS: tuple[Weekday, ...] = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+#: A wall-clock time of day, "HH:MM", "HH:MM:SS" or with fractions of a second: no UTC offset, as the window's
+#: zone is `OffPeak.timezone` (an offset would compare an aware time with the zone's naive wall clock).
+CLOCK_PATTERN = r"^([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]{1,6})?)?$"
+_CLOCK = re.compile(CLOCK_PATTERN)
+
+
+def _wall_clock(value: Any) -> Any:
+    if isinstance(value, str) and _CLOCK.search(value) is None:
+        raise PydanticCustomError("time_parsing", "a wall-clock time such as \"22:00\" or \"06:30:00\", without a UTC "
+                                  "offset (the window's zone is off_peak.timezone)")
+    if isinstance(value, str) and value.endswith("\n"):  # `$` allows one before the end, as in every Python reader
+        return value[:-1]
+    if isinstance(value, time) and value.tzinfo is not None:
+        raise PydanticCustomError("time_parsing", "a wall-clock time without a UTC offset (the window's zone is "
+                                  "off_peak.timezone)")
+    return value
+
+
+#: the schema's pattern in place of `format: time`, RFC 3339's full-time, which requires the offset refused here
+ClockTime = Annotated[time, BeforeValidator(_wall_clock), WithJsonSchema({"type": "string", "pattern": CLOCK_PATTERN})]
 
 
 class OffPeakWindow(Strict):
     """Off-peak hours that begin on the listed days at `start` and last until `end` (past midnight when `end`
     is not after `start`: 22:00-06:00 is a night; equal times are a whole day)."""
 
-    start: time
-    end: time
+    start: ClockTime
+    end: ClockTime
     days: list[Weekday] = Field(default_factory=lambda: list(_WEEKDAYS), min_length=1, max_length=7)
 
     def contains(self, local: datetime) -> bool:
@@ -133,20 +165,27 @@ class OffPeakWindow(Strict):
         return (today in self.days and moment >= self.start) or (yesterday in self.days and moment < self.end)
 
 
+@cache
+def time_zones() -> frozenset[str]:
+    """The zone names a request may give: a set, not whatever ZoneInfo happens to open, so the schema can
+    list them (ZoneInfo also opens names no listing shows, such as 'posixrules'). Read once: ~30 ms."""
+    return frozenset(available_timezones())
+
+
 class OffPeak(Strict):
     """When electricity, spot capacity and interactive demand make batch work cheap: time-of-day windows in one
     time zone. With it, a plan is in peak hours exactly when `policy.now` (the planning time) is in no window."""
 
-    timezone: str = Field("UTC", min_length=1, max_length=64)
+    #: one of the IANA names this server's time zone database lists (the schema's enum: the same list)
+    timezone: str = Field("UTC", min_length=1, max_length=64,
+                          json_schema_extra=lambda schema: schema.update(enum=sorted(time_zones())))
     windows: list[OffPeakWindow] = Field(min_length=1, max_length=64)
 
     @field_validator("timezone")
     @classmethod
     def _known_zone(cls, name: str) -> str:
-        try:
-            ZoneInfo(name)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown time zone '{name}' (an IANA name such as 'Europe/Berlin' or 'UTC')") from None
+        if name not in time_zones():
+            raise ValueError(f"unknown time zone '{name}' (an IANA name such as 'Europe/Berlin' or 'UTC')")
         return name
 
     def contains(self, moment: datetime) -> bool:
@@ -177,6 +216,9 @@ class PreemptionRules(Strict):
       nominal (it borrows), and only victims of lower priority (at most `max_priority_threshold`).
     """
 
+    model_config = cross_field(either(holds("reclaim_within_cohort", {"enum": ["lower_priority", "any"]}),
+                                      holds("borrow_within_cohort", holds("policy", {"const": "never"}))))
+
     within_team: Literal["never", "lower_priority", "lower_or_newer_equal_priority"] = "lower_priority"
     reclaim_within_cohort: Literal["never", "lower_priority", "any"] = "any"
     borrow_within_cohort: BorrowWithinCohort = Field(default_factory=BorrowWithinCohort)
@@ -194,6 +236,11 @@ _DEFAULT_RULES = PreemptionRules()
 
 
 class Policy(Strict):
+    """How to plan: the solver's limits, the objective, what the plan may change, and the planning time."""
+
+    # peak or off_peak, not both: checked with the request, stated in the policy's schema
+    model_config = cross_field(either(holds("peak", {"const": False}), unset("off_peak")))
+
     time_limit_s: float = Field(10.0, gt=0, le=3600)
     workers: int = Field(2, ge=1, le=64)
     seed: int = Field(0, ge=0, le=2**31 - 1)
@@ -212,8 +259,8 @@ class Policy(Strict):
     #: off-peak windows: when set, `peak` is derived from them at the planning time (set one or the other)
     off_peak: OffPeak | None = None
     #: pool -> GPUs of its nodes left free during peak (e.g. for inference); released off-peak
-    reserve: bounded_dict(Annotated[str, Field(max_length=MAX_NAME)], Annotated[int, Field(ge=0, le=MAX_COUNT)],
-                          MAX_POOLS) = Field(default_factory=dict)
+    reserve: bounded_dict(Annotated[str, Field(max_length=MAX_NAME)],
+                          Annotated[int, Field(ge=0, le=MAX_COUNT), JSON_INT], MAX_POOLS) = Field(default_factory=dict)
     #: the time of this plan (ages, minimum runtimes, usage decay); unset: the latest time the request
     #: mentions, so the same request always gives the same plan (PlacementRequest.planning_time)
     now: datetime | None = None

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from functools import cached_property
 from typing import Literal
 
-from placement_models.base import MAX_JOBS, MAX_TEAMS, Strict, bounded_list
+from placement_models.base import MAX_JOBS, MAX_TEAMS, Strict, bounded_list, cross_field, either, given, holds
 from placement_models.cluster import (
     Cluster,
     GpuSharing,
@@ -48,7 +48,15 @@ __all__ = [
 API_VERSION = "placement/v1"
 
 
+#: with teams declared, every job (pending or running) names one: the part of `_check_teams` a schema can say
+_TEAM_NAMED = {"items": given("team")}
+
+
 class PlacementRequest(Strict):
+    model_config = cross_field(either(holds("teams", {"maxItems": 0}),
+                                      {"properties": {"jobs": _TEAM_NAMED,
+                                                      "cluster": holds("running", _TEAM_NAMED)}}))
+
     api_version: Literal["placement/v1"] = API_VERSION
     cluster: Cluster
     jobs: bounded_list(Job, MAX_JOBS) = Field(default_factory=list)

@@ -1,8 +1,8 @@
 """Teams: fair-share weights, past usage and quotas in the spirit of Kueue's ClusterQueue.
 
 All teams of a request form one cohort: a team borrows what others' nominal quota leaves idle.
-Quotas cover GPUs (cluster-wide and per flavor), CPU and memory (cluster-wide), as a Kueue
-ClusterQueue covers `nvidia.com/gpu`, `cpu` and `memory`.
+Quotas cover GPUs, CPU and memory, cluster-wide and per flavor, as a Kueue ClusterQueue covers
+`nvidia.com/gpu`, `cpu` and `memory` per ResourceFlavor.
 """
 
 from __future__ import annotations
@@ -19,6 +19,10 @@ from placement_models.base import (
     Word,
     as_utc,
     bounded_list,
+    cross_field,
+    either,
+    given,
+    unset,
 )
 from placement_models.errors import ErrorList
 from placement_models.policy import PreemptionRules, rules_or_bool
@@ -41,7 +45,8 @@ class GpuQuota(Strict):
 
 
 class ResourceQuota(Strict):
-    """A team's CPU (cores) or memory (GiB) quota, cluster-wide, with GpuQuota's borrowing and lending rules.
+    """A team's CPU (cores) or memory (GiB) quota, cluster-wide or on one flavor, with GpuQuota's borrowing and
+    lending rules.
 
     Every pod counts what it requests (`cpu`, `memory_gib`), running pods what they hold.
     """
@@ -52,11 +57,21 @@ class ResourceQuota(Strict):
 
 
 class FlavorQuota(Strict):
-    """Quota on one flavor of GPUs (Kueue's ResourceFlavor): the nodes of a pool, of a GPU model, or both."""
+    """Quota on one flavor (Kueue's ResourceFlavor): the nodes of a pool, of a GPU model, or both, and the GPUs,
+    CPU and memory on them, as a ClusterQueue sets `nvidia.com/gpu`, `cpu` and `memory` per flavor.
+
+    Any of the three may be left out (a CPU-only flavor, Kueue's usual `default-flavor` on CPU nodes, sets no
+    `gpus`), but not all: an entry that limits nothing is a mistake, not a quota.
+    """
+
+    model_config = cross_field(either(given("pool"), given("gpu_model")),
+                               either(given("gpus"), given("cpu"), given("memory_gib")))
 
     pool: Name | None = None
     gpu_model: Annotated[Word, Field(min_length=1)] | None = None
-    gpus: GpuQuota
+    gpus: GpuQuota | None = None
+    cpu: ResourceQuota | None = None
+    memory_gib: ResourceQuota | None = None
 
     @model_validator(mode="after")
     def _check(self) -> FlavorQuota:
@@ -65,12 +80,16 @@ class FlavorQuota(Strict):
             errors.add(("pool",), "a flavor names a pool, a gpu_model or both (the whole cluster is quota.gpus)",
                        None, "missing")
             errors.raise_if_any()
+        if self.gpus is None and self.cpu is None and self.memory_gib is None:
+            errors = ErrorList("FlavorQuota")
+            errors.add(("gpus",), "a flavor sets at least one of gpus, cpu and memory_gib", None, "missing")
+            errors.raise_if_any()
         return self
 
 
 class Quota(Strict):
-    """Per resource limits: GPUs cluster-wide (`gpus`) and per flavor (`flavors`); CPU and memory cluster-wide
-    (a CPU or memory quota per flavor is not expressible: it counts every node)."""
+    """Per resource limits: GPUs, CPU and memory cluster-wide (`gpus`, `cpu`, `memory_gib`) and per flavor
+    (`flavors`); a pod counts in every scope whose nodes it lands on."""
 
     gpus: GpuQuota | None = None
     #: one per pool and GPU model at most
@@ -96,6 +115,9 @@ def _unique_keys(errors: ErrorList, keys: list[tuple[str | None, str | None]]) -
 
 class Team(Strict):
     """A tenant: its weight in the fair share, its past usage, and its quota (all in one cohort)."""
+
+    # decaying usage needs the time it was measured: checked with the request, stated in the team's schema
+    model_config = cross_field(either(unset("usage_half_life_h"), given("usage_at")))
 
     name: Name
     weight: float = Field(1.0, gt=0, le=MAX_WEIGHT)

@@ -47,6 +47,7 @@ from placement_service.schemas import (
     WhatIfResult,
     body_doc,
     error_responses,
+    state_domain_checks,
 )
 from placement_service.settings import Settings
 from pydantic import BaseModel, ValidationError
@@ -582,6 +583,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         components["Scenario"]["properties"]["changes"]["maxItems"] = MAX_CHANGES
         components["Cluster"]["properties"]["nodes"]["maxItems"] = settings.max_nodes
         components["PlacementRequest"]["properties"]["jobs"]["maxItems"] = settings.max_jobs
+        state_domain_checks(components, settings.max_time_limit_s, settings.max_solver_workers)
         if not settings.api_token:  # no token set: the document must not ask clients for one
             for operations in schema.get("paths", {}).values():
                 for operation in operations.values():

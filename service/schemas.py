@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from placement_models import PlacementRequest, Plan
+from placement_models.base import SPACE
 from placement_service import bodies
 from pydantic import BaseModel, ConfigDict, Field
 
-from placement import whatif
+from placement import catalog, whatif
 
 
 class VerifyBody(BaseModel):
@@ -85,3 +86,57 @@ def body_doc(schema: str, description: str) -> dict[str, Any]:
     ref = {"$ref": f"#/components/schemas/{schema}"}
     content = {kind: {"schema": ref} for kind in bodies.ACCEPTED_TYPES}
     return {"requestBody": {"required": True, "description": description, "content": content}}
+
+
+def _any_case(text: str) -> str:
+    """`text` as a regex matching it in any letter case, without `(?i)` (not in every JSON Schema dialect)."""
+    out = []
+    for c in text:
+        if c.lower() != c.upper():
+            out.append(f"[{c.lower()}{c.upper()}]")
+        else:
+            out.append("\\" + c if c in ".+*?()[]{}|^$\\" else c)
+    return "".join(out)
+
+
+def gpu_model_pattern() -> str:
+    """What `catalog.lookup` accepts as a node's GPU model, as a schema pattern: a name or alias in any
+    case, with whitespace around and GPU Feature Discovery's `-MIG-...`/`-SHARED` suffixes. Built from the
+    catalog's own alias index (`_table`: it lists no aliases publicly), so a new alias is in the document."""
+    names = "|".join(_any_case(name) for name in sorted(catalog._table()[1]))
+    return rf"^[{SPACE}]*({names})(-{_any_case('mig')}-.*|-{_any_case('shared')})?[{SPACE}]*$"
+
+
+def _one_of(fields: list[str]) -> dict[str, Any]:
+    """Exactly one of `fields` is given (not null): what-if's `Change` holds one kind of change."""
+    return {"anyOf": [{"required": [f], "properties": {f: {"not": {"type": "null"}},
+                                                        **{o: {"type": "null"} for o in fields if o != f}}}
+                      for f in fields]}
+
+
+def _add_rule(schema: dict[str, Any], rule: dict[str, Any]) -> None:
+    """`rule` joins the schema's `allOf` (a new list: the model's own may be shared with its config)."""
+    schema["allOf"] = [*schema.get("allOf", []), rule]
+
+
+def state_domain_checks(components: dict[str, Any], max_time_limit_s: float, max_solver_workers: int) -> None:
+    """The checks of the domain layer and of this server a schema can state, added where the models' own
+    schemas cannot know them: a node's GPU model is one the catalog knows, what-if's rules for a scenario
+    (its models are the library's, so their schemas are completed here), and a deterministic solve's
+    limits (refused over this server's maximum, not clamped: see app.applied_limit)."""
+    policy = components["Policy"]
+    limits = {"time_limit_s": max_time_limit_s, "workers": max_solver_workers}
+    within = {"properties": {field: {"maximum": limit} for field, limit in limits.items()},
+              "required": [field for field, limit in limits.items() if policy["properties"][field]["default"] > limit]}
+    _add_rule(policy, {"anyOf": [{"properties": {"deterministic": {"const": False}}}, within]})
+    pattern = gpu_model_pattern()
+    for name in ("Node", "NodeTemplate"):
+        for branch in components[name]["properties"]["gpu_model"].get("anyOf", []):
+            if branch.get("type") == "string":
+                branch["pattern"] = pattern
+    change = components["Change"]
+    _add_rule(change, _one_of(list(change["properties"])))
+    for shape in ("AddNodes", "Provision"):  # a copy of a node or a template, not both
+        _add_rule(components[shape], {"anyOf": [{"properties": {"like": {"type": "null"}}},
+                                                {"properties": {"node": {"type": "null"}}}]})
+    components["Scenario"]["properties"]["name"]["not"] = {"const": "base"}  # the base request's column

@@ -236,3 +236,39 @@ def test_every_list_and_number_has_a_bound_checked_before_the_items() -> None:
         errors = _errors(mutate)
         assert [(e["loc"], e["type"]) for e in errors] == [(loc, kind)]
         assert time.monotonic() - started < 3
+
+
+def test_numbers_inside_lists_and_mappings_are_as_strict_as_fields() -> None:
+    """A field's JSON type is checked per object (placement_models.base.json_types); a list's or a mapping's
+    numbers by their item type, which must carry JSON_INT or JSON_NUMBER, or `[true]` would read as `[1]`."""
+    import typing
+
+    import placement_models
+    from placement_models.base import JSON_INT, JSON_NUMBER
+    from pydantic import BaseModel
+
+    def loose(annotation: Any) -> bool:
+        origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+        if origin is typing.Annotated:
+            return args[0] in (int, float) and not any(m in (JSON_INT, JSON_NUMBER) for m in args[1:])
+        return annotation in (int, float)
+
+    found = []
+    for model in vars(placement_models).values():
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            for name, field in model.model_fields.items():
+                for inner in _containers(field.annotation):
+                    if loose(inner):
+                        found.append(f"{model.__name__}.{name}")
+    assert found == []
+
+
+def _containers(annotation: Any) -> list[Any]:
+    """Item (and mapping value) types of the lists and mappings in `annotation`, at any depth."""
+    import typing
+
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (list, dict):
+        item = args[-1]
+        return [item, *_containers(item)]
+    return [found for arg in args for found in _containers(arg)]

@@ -12,6 +12,7 @@ from conftest import small_request
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from placement_models import PlacementRequest, Plan
+from placement_models.base import NOT_BLANK
 
 from placement.api import plan as real_plan
 
@@ -90,7 +91,7 @@ def test_schema_states_the_checks_topology_levels(make_client: Build) -> None:
     _, client = make_client()
     schema = client.get("/openapi.json").json()["components"]["schemas"]
     levels = schema["Cluster"]["properties"]["topology_levels"]
-    assert levels["uniqueItems"] is True and levels["items"]["pattern"] == r"\S"
+    assert levels["uniqueItems"] is True and levels["items"]["pattern"] == NOT_BLANK
     assert levels["items"]["not"] == {"enum": ["node", "cluster"]}
     for bad in ([""], ["  "], ["node"], ["rack", "rack"]):
         request = small_request()
