@@ -6,10 +6,11 @@ wire format: no CP-SAT here, so the same arithmetic serves a model and a report.
 
 Quota semantics (Kueue's ClusterQueue/cohort, one cohort per request). A *scope* is a set of
 nodes and a resource a quota counts: GPUs on the whole cluster (`quota.gpus`) or on one flavor
-(`quota.flavors`, the nodes of a pool and/or GPU model), CPU (`quota.cpu`) or memory
-(`quota.memory_gib`) on the whole cluster. Once any team declares a scope, every team is in it; a
-team that declares nothing there has nominal 0 and may only borrow. For team T in scope s, with A_T
-what it holds after the plan (running jobs kept + placed jobs on the scope's nodes):
+(`quota.flavors[].gpus`, the nodes of a pool and/or GPU model), CPU or memory on the whole cluster
+(`quota.cpu`, `quota.memory_gib`) or on one flavor's nodes (`quota.flavors[].cpu`, `.memory_gib`,
+as Kueue counts `cpu` and `memory` per ResourceFlavor). Once any team declares a scope, every team
+is in it; a team that declares nothing there has nominal 0 and may only borrow. For team T in scope
+s, with A_T what it holds after the plan (running jobs kept + placed jobs on the scope's nodes):
 
     A_T ≤ nominal_T + borrowing_limit_T                             (no limit when unset)
     Σ_T max(0, A_T − guaranteed_T) ≤ Σ_T lendable_T                  (borrow only what is idle)
@@ -40,7 +41,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
-from placement_models import PlacementRequest, Team
+from placement_models import GpuQuota, PlacementRequest, ResourceQuota, Team
 
 from placement import catalog
 from placement.catalog import MigGeometry, MigProfile
@@ -228,7 +229,7 @@ class TeamIndex:
     #: cluster-wide nominal and limit for the entitlement, milli-GPU (sum over flavors when only flavors are declared)
     nominal: np.ndarray
     limit: np.ndarray
-    #: CPU and memory scopes (cluster-wide, when any team declares one)
+    #: CPU scopes, then memory scopes: cluster-wide first when declared, then flavors
     resource_scopes: tuple[Scope, ...] = ()
     #: per running job (request order), node index -> (milli-GPU, milli-CPU, MiB) it holds there
     held: tuple[dict[int, np.ndarray], ...] = ()
@@ -266,33 +267,22 @@ def build_index(request: PlacementRequest, nodes: Sequence[object], gpu_models: 
     index = {name: i for i, name in enumerate(names)}
     now = request.planning_time()
     held = running_holdings(request, nodes, gpu_models)
-    keys: list[tuple[str | None, str | None]] = []
-    if any(t.quota is not None and t.quota.gpus is not None for t in teams):
-        keys.append((None, None))
-    for t in teams:
-        for f in t.quota.flavors if t.quota else []:
-            key = (f.pool, _canonical(f.gpu_model))
-            if key not in keys:
-                keys.append(key)
+    keys = _keys(teams, "gpus")
     pools = np.array([getattr(n, "pool", None) or "" for n in nodes], dtype=object)
     models = np.array([m or "" for m in gpu_models], dtype=object)
     scopes = []
     for pool, model in keys:
-        mask = np.ones(len(nodes), dtype=bool)
-        if pool is not None:
-            mask &= pools == pool
-        if model is not None:
-            mask &= models == model
+        mask = _mask(pools, models, pool, model)
         nominal, limit, lendable = _limits(teams, pool, model)
         scopes.append(Scope(_label(pool, model), mask, nominal, limit, lendable, _before(held, running_team, mask,
                                                                                          0, len(teams))))
     resource_scopes = []
-    everywhere = np.ones(len(nodes), dtype=bool)
     for resource, field in ((1, "cpu"), (2, "memory_gib")):
-        if any(t.quota is not None and getattr(t.quota, field) is not None for t in teams):
-            nominal, limit, lendable = _resource_limits(teams, field, resource)
-            resource_scopes.append(Scope("", everywhere, nominal, limit, lendable,
-                                         _before(held, running_team, everywhere, resource, len(teams)), resource))
+        for pool, model in _keys(teams, field):
+            mask = _mask(pools, models, pool, model)
+            nominal, limit, lendable = _resource_limits(teams, field, resource, (pool, model))
+            resource_scopes.append(Scope(_label(pool, model), mask, nominal, limit, lendable,
+                                         _before(held, running_team, mask, resource, len(teams)), resource))
     if keys and keys[0] == (None, None):
         nominal_all, limit_all = scopes[0].nominal, scopes[0].limit
     elif scopes:
@@ -307,6 +297,41 @@ def build_index(request: PlacementRequest, nodes: Sequence[object], gpu_models: 
         nominal=np.asarray(nominal_all), limit=np.asarray(limit_all), resource_scopes=tuple(resource_scopes),
         held=held,
     )
+
+
+def _keys(teams: Sequence[Team], field: str) -> list[tuple[str | None, str | None]]:
+    """The scopes of one resource (`gpus`, `cpu`, `memory_gib`) any team declares, as (pool, canonical GPU model):
+    (None, None) for the whole cluster first, then flavors in order of first mention. A flavor counts only for the
+    resources it sets, so a CPU-only flavor does not put every other team at 0 GPUs on its nodes."""
+    keys: list[tuple[str | None, str | None]] = []
+    if any(t.quota is not None and getattr(t.quota, field) is not None for t in teams):
+        keys.append((None, None))
+    for t in teams:
+        for f in t.quota.flavors if t.quota else []:
+            key = (f.pool, _canonical(f.gpu_model))
+            if getattr(f, field) is not None and key not in keys:
+                keys.append(key)
+    return keys
+
+
+def _mask(pools: np.ndarray, models: np.ndarray, pool: str | None, model: str | None) -> np.ndarray:
+    """The nodes of a scope: of the pool and of the GPU model, each when named (neither: every node)."""
+    mask = np.ones(len(pools), dtype=bool)
+    if pool is not None:
+        mask &= pools == pool
+    if model is not None:
+        mask &= models == model
+    return mask
+
+
+def _quota_of(team: Team, field: str, key: tuple[str | None, str | None]) -> object | None:
+    """The team's quota of one resource in one scope ((None, None): cluster-wide), None when it declares none."""
+    if team.quota is None:
+        return None
+    if key == (None, None):
+        return getattr(team.quota, field)
+    found = next((f for f in team.quota.flavors if (f.pool, _canonical(f.gpu_model)) == key), None)
+    return getattr(found, field) if found is not None else None
 
 
 def _before(held: tuple[dict[int, np.ndarray], ...], running_team: Sequence[int], mask: np.ndarray, resource: int,
@@ -335,14 +360,8 @@ def _limits(teams: Sequence[Team], pool: str | None, model: str | None) -> tuple
     limit = np.full(len(teams), UNLIMITED, dtype=np.int64)
     lendable = np.zeros(len(teams), dtype=np.int64)
     for i, t in enumerate(teams):
-        q = None
-        if t.quota is not None:
-            if pool is None and model is None:
-                q = t.quota.gpus
-            else:
-                q = next((f.gpus for f in t.quota.flavors if (f.pool, _canonical(f.gpu_model)) == (pool, model)),
-                         None)
-        if q is None:
+        q = _quota_of(t, "gpus", (pool, model))
+        if not isinstance(q, GpuQuota):
             continue  # not declared here: nominal 0, may borrow without limit, lends nothing
         nominal[i] = MILLI * q.nominal
         if q.borrowing_limit is not None:
@@ -351,14 +370,16 @@ def _limits(teams: Sequence[Team], pool: str | None, model: str | None) -> tuple
     return nominal, limit, lendable
 
 
-def _resource_limits(teams: Sequence[Team], field: str, resource: int) -> tuple[np.ndarray, ...]:
-    """A CPU or memory scope's limits in its integer unit (rounded down: a quota is never exceeded)."""
+def _resource_limits(teams: Sequence[Team], field: str, resource: int,
+                     key: tuple[str | None, str | None]) -> tuple[np.ndarray, ...]:
+    """A CPU or memory scope's limits (cluster-wide, or on flavor `key`) in its integer unit (rounded down: a
+    quota is never exceeded)."""
     nominal = np.zeros(len(teams), dtype=np.int64)
     limit = np.full(len(teams), UNLIMITED, dtype=np.int64)
     lendable = np.zeros(len(teams), dtype=np.int64)
     for i, t in enumerate(teams):
-        q = getattr(t.quota, field) if t.quota is not None else None
-        if q is None:
+        q = _quota_of(t, field, key)
+        if not isinstance(q, ResourceQuota):
             continue  # as for GPUs: nominal 0, may borrow without limit, lends nothing
         nominal[i] = to_units(q.nominal, resource, False)
         if q.borrowing_limit is not None:
@@ -422,6 +443,7 @@ class QuotaLedger:
 
 
 def _what(scope: Scope) -> str:
+    """The resource as reasons name it; the flavor, if any, follows the amounts (`Scope.label`)."""
     return RESOURCES[scope.resource] if scope.resource != 2 else "memory"
 
 
@@ -437,7 +459,7 @@ def _over_cap(name: str, scope: Scope, team: int, now: int, cap: int, add: int) 
     how = f"nominal {amount(nominal, r)}, borrowing limit {amount(limit - nominal, r)}"
     if cap > limit:
         how += f"; running work already holds {amount(cap, r)}"
-    return (f"quota: team {name}: {_what(scope)} {amount(now, r)} of {amount(cap, r)} used ({how}); "
+    return (f"quota: team {name}: {_what(scope)} {amount(now, r)} of {amount(cap, r)} used{scope.label} ({how}); "
             f"needs {amount(add, r)} more")
 
 
@@ -448,8 +470,8 @@ def _reclaim_needed(name: str, scope: Scope, team: int, now: int, others: int, a
         return (f"quota: {name} at {amount(now)}/{amount(nominal)} GPUs{scope.label} is within its nominal, "
                 f"but other teams hold {amount(others)} GPUs above theirs; taking {amount(add)} "
                 "more needs them preempted (reclaim)")
-    return (f"quota: team {name}: {_what(scope)} {amount(now, r)} of {amount(nominal, r)} nominal used, within "
-            f"its nominal, but other teams hold {amount(others, r)} above theirs; taking {amount(add, r)} more "
+    return (f"quota: team {name}: {_what(scope)} {amount(now, r)} of {amount(nominal, r)} nominal used{scope.label}, "
+            f"within its nominal, but other teams hold {amount(others, r)} above theirs; taking {amount(add, r)} more "
             "needs them preempted (reclaim)")
 
 
@@ -460,6 +482,6 @@ def _lent_out(name: str, scope: Scope, team: int, now: int, add: int, lent: int)
         return (f"quota: {name} at {amount(now)} GPUs{scope.label} (nominal {amount(nominal)}) needs "
                 f"{amount(add)} more, but the cohort's idle nominal is all lent out "
                 f"({amount(lent)}/{amount(scope.pool)} GPUs borrowed)")
-    return (f"quota: team {name}: {_what(scope)} {amount(now, r)} used (nominal {amount(nominal, r)}) needs "
-            f"{amount(add, r)} more, but the cohort's idle {_what(scope)} nominal is all lent out "
+    return (f"quota: team {name}: {_what(scope)} {amount(now, r)} used{scope.label} (nominal {amount(nominal, r)}) "
+            f"needs {amount(add, r)} more, but the cohort's idle {_what(scope)} nominal{scope.label} is all lent out "
             f"({amount(lent, r)} of {amount(scope.pool, r)} borrowed)")

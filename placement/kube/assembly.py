@@ -178,6 +178,12 @@ class RequestAssembly(ImportState):
                 held += sum(t.get(key, 0) * t["replicas"] for j in jobs if j["team"] is None for t in j["tasks"])
                 spec.other[resource] = {"nominal": math.ceil(held * 1000) / 1000 + 0.001, "borrowing_limit": 0,
                                         "lending_limit": 0}
+        for resource, key in (("cpu", "cpu"), ("memory", "memory_gib")):
+            held = sum(p.get(key, 0) for r in self.running if r["team"] is None for p in r["pods"])
+            held += sum(t.get(key, 0) * t["replicas"] for j in jobs if j["team"] is None for t in j["tasks"])
+            for s in {s for t in teams.values() for (r, s) in t.flavor_other if r == resource}:
+                spec.flavor_other[resource, s] = {"nominal": math.ceil(held * 1000) / 1000 + 0.001,
+                                                  "borrowing_limit": 0, "lending_limit": 0}
         self.warnings.add("jobs without a queue", "", f"imported as team '{UNQUEUED}', outside the other teams' "
                           "quotas")
         return spec
@@ -185,10 +191,13 @@ class RequestAssembly(ImportState):
     def _kueue_exclusions(self, teams: dict[str, TeamSpec]) -> None:
         """A ClusterQueue cannot use a flavor it does not list: quota 0, no borrowing, in other CQs' scopes."""
         scopes = {s for t in teams.values() if t.kueue for s in t.quotas if s != CLUSTER}
+        others = {k for t in teams.values() if t.kueue for k in t.flavor_other}
         for t in teams.values():
             if t.kueue:
                 for s in scopes - set(t.quotas):
                     t.quotas[s] = {"nominal": 0, "borrowing_limit": 0, "lending_limit": 0}
+                for k in others - set(t.flavor_other):
+                    t.flavor_other[k] = {"nominal": 0, "borrowing_limit": 0, "lending_limit": 0}
 
     def _check_levels(self, jobs: list[dict[str, Any]]) -> None:
         """Warn when a job's level has no labelled node: every node would be its own domain."""

@@ -19,6 +19,8 @@ from placement.kube.queues import (
     flavor_scope,
     kai_queues,
     kai_unassigned,
+    resource_flavors,
+    resource_scope,
     volcano_queue,
 )
 from placement.kube.state import ImportState
@@ -54,7 +56,9 @@ class ClusterObjects(ImportState):
         names = {p["name"] for p in self.pools}
         for pool in sorted(set(self.options.prices) - names):
             self.problems.append(Problem("option prices", pool, f"no such pool (pools: {', '.join(sorted(names))})"))
-        self.pools = split_pools(self.of("kueue.x-k8s.io", "ResourceFlavor"), self.nodes, self.options.prices)
+        self.pools = split_pools(self.of("kueue.x-k8s.io", "ResourceFlavor"), self.nodes, self.options.prices,
+                                 resource_flavors(self.of("kueue.x-k8s.io", "ClusterQueue")
+                                                  + self.of("kueue.x-k8s.io", "Cohort")))
 
     def _topology(self) -> None:
         """Levels from a Kueue or KAI Topology (label keys, widest first), else nvlink_domain/rack/block."""
@@ -101,8 +105,10 @@ class ClusterObjects(ImportState):
 
     def _queues(self) -> None:
         flavors: dict[str, Scope | None] = {}
+        others: dict[str, Scope | None] = {}  # the scope of each flavor's CPU and memory quotas
         for obj in self.of("kueue.x-k8s.io", "ResourceFlavor"):
             self.queues.flavor_nodes[obj.name], flavors[obj.name] = flavor_scope(obj, self.nodes)
+            others[obj.name] = resource_scope(obj, self.nodes)
             self.queues.flavor_rules[obj.name] = (flavor_labels(obj), flavor_tolerations(obj))
         self.origins.flavor_nodes = self.queues.flavor_nodes
         for obj in self.of("scheduling.volcano.sh", "Queue"):
@@ -126,10 +132,9 @@ class ClusterObjects(ImportState):
                                   f"covers are imported as team '{unassigned.name}', which runs nothing and lends them "
                                   "all (KAI lets queues use them over quota, by weight)")
         cohorts: set[str] = set()
-        everywhere = frozenset(f for f, members in self.queues.flavor_nodes.items() if len(members) == len(self.nodes))
         for obj in self.of("kueue.x-k8s.io", "ClusterQueue"):
             self.origins.kueue_version = obj.version
-            team = self.attempt(cluster_queue, obj, flavors, self.warnings, everywhere)
+            team = self.attempt(cluster_queue, obj, flavors, self.warnings, others)
             if team is not None:
                 self.attempt(self.queues.add, team, obj)
                 self.origins.team_flavors[team.name] = list(team.flavors)
@@ -139,7 +144,7 @@ class ClusterObjects(ImportState):
             self.warnings.add("ClusterQueues", "spec.cohortName", f"cohorts {sorted(cohorts)}: placement/v1 has one "
                               "cohort per request, so every queue may borrow from every other")
         for obj in self.of("kueue.x-k8s.io", "Cohort"):
-            team = self.attempt(cohort_team, obj, flavors, self.warnings, everywhere)
+            team = self.attempt(cohort_team, obj, flavors, self.warnings, others)
             if team is not None:
                 self.attempt(self.queues.add, team, obj)
         for obj in self.of("kueue.x-k8s.io", "LocalQueue"):

@@ -19,9 +19,12 @@ on the idle part, all teams in one cohort. The mappings:
 
 A ClusterQueue's `preemption` (withinClusterQueue, reclaimWithinCohort, borrowWithinCohort) is its
 team's `preemption` rules. Queue hierarchies and queue priorities have no v1 field: each is
-reported as a warning. Quotas on CPU and memory are cluster-wide in v1 (`quota.cpu`,
-`quota.memory_gib`): a Kueue flavor that selects every node (Kueue's `default-flavor`) maps onto
-them exactly; per-flavor ones are reported.
+reported as a warning. A flavor's CPU and memory quotas count the nodes it selects: on a flavor
+that selects every node (Kueue's `default-flavor` without labels) they are the cluster-wide
+`quota.cpu` and `quota.memory_gib`; on any other they are the flavor's own `cpu` and `memory_gib`
+in `quota.flavors`, keyed by the pool, GPU model or both that form exactly its nodes, CPU nodes
+included (placement.kube.flavors gives the nodes a pool of their own when none does). Only a
+flavor whose nodes cannot get one is reported.
 """
 
 from __future__ import annotations
@@ -54,6 +57,8 @@ class TeamSpec:
     cohort: str | None = None
     #: "cpu" (cores) / "memory" (GiB) -> a ResourceQuota dict, cluster-wide
     other: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: ("cpu" | "memory", flavor scope) -> a ResourceQuota dict on that flavor's nodes
+    flavor_other: dict[tuple[str, Scope], dict[str, float]] = field(default_factory=dict)
     #: Kueue: the ClusterQueue's preemption rules (a v1 PreemptionRules dict)
     preemption: dict[str, Any] | None = None
     within: str = "Never"
@@ -70,14 +75,19 @@ class TeamSpec:
         out: dict[str, Any] = {"name": self.name, "weight": self.weight}
         if self.preemption is not None:
             out["preemption"] = self.preemption
-        if self.quotas:
+        if self.quotas or self.flavor_other:
             quota: dict[str, Any] = {}
             if CLUSTER in self.quotas:
                 quota["gpus"] = self.quotas[CLUSTER]
-            flavors = [{**({"pool": p} if p else {}), **({"gpu_model": m} if m else {}), "gpus": q}
-                       for (p, m), q in self.quotas.items() if (p, m) != CLUSTER]
+            flavors: dict[Scope, dict[str, Any]] = {}
+            for (p, m), q in self.quotas.items():
+                if (p, m) != CLUSTER:
+                    flavors[p, m] = {**({"pool": p} if p else {}), **({"gpu_model": m} if m else {}), "gpus": q}
+            for (resource, (p, m)), q in self.flavor_other.items():
+                entry = flavors.setdefault((p, m), {**({"pool": p} if p else {}), **({"gpu_model": m} if m else {})})
+                entry["cpu" if resource == "cpu" else "memory_gib"] = q
             if flavors:
-                quota["flavors"] = flavors
+                quota["flavors"] = list(flavors.values())
             out["quota"] = quota
         for resource, key in (("cpu", "cpu"), ("memory", "memory_gib")):
             if resource in self.other:
@@ -279,10 +289,48 @@ def flavor_scope(obj: Obj, nodes: list[NodeInfo]) -> tuple[list[str], Scope | No
     return [n.name for n in matched], None
 
 
+def resource_scope(obj: Obj, nodes: list[NodeInfo]) -> Scope | None:
+    """The v1 scope a ResourceFlavor's CPU and memory quotas count: the pool, GPU model or both whose nodes, CPU
+    nodes included, are exactly those it selects (CLUSTER when it selects every node; None when nothing forms
+    them). Unlike `flavor_scope`, which needs only the GPU nodes to match, every node here holds CPU and memory."""
+    wanted = obj.view().sub("spec").string_map("nodeLabels")
+    matched = {n.name for n in nodes if all(n.labels.get(k) == v for k, v in wanted.items())}
+    if not matched:
+        return None
+    if len(matched) == len(nodes):
+        return CLUSTER
+    pools = sorted({n.pool for n in nodes})
+    models = sorted({n.gpu_model for n in nodes if n.gpu_model})
+    candidates: list[Scope] = [(p, None) for p in pools] + [(None, m) for m in models]
+    candidates += [(p, m) for p in pools for m in models]
+    for pool, model in candidates:
+        if {n.name for n in nodes if (pool is None or n.pool == pool)
+                and (model is None or n.gpu_model == model)} == matched:
+            return pool, model
+    return None
+
+
+def resource_flavors(queues: list[Obj]) -> set[str]:
+    """The flavors some ClusterQueue or Cohort sets a CPU or memory quota on (read leniently: cluster_queue
+    reports what is malformed), so that only their nodes are given pools of their own."""
+    def listed(value: Any, key: str) -> list[Any]:
+        found = value.get(key) if isinstance(value, dict) else None
+        return found if isinstance(found, list) else []
+
+    out: set[str] = set()
+    for obj in queues:
+        spec = obj.view().value.get("spec") if isinstance(obj.view().value, dict) else None
+        for g in listed(spec, "resourceGroups"):
+            for f in listed(g, "flavors"):
+                if any(isinstance(r, dict) and r.get("name") in ("cpu", "memory") for r in listed(f, "resources")):
+                    out.add(str(f.get("name")))
+    return out
+
+
 def cluster_queue(obj: Obj, flavors: dict[str, Scope | None], warnings: Warnings,
-                  everywhere: frozenset[str] = frozenset()) -> TeamSpec:
-    """A ClusterQueue -> a team; `everywhere`: the flavors that select every node (their CPU and memory
-    quotas are cluster-wide, the one scope placement/v1 has for them)."""
+                  others: dict[str, Scope | None] | None = None) -> TeamSpec:
+    """A ClusterQueue -> a team; `flavors`: each flavor's GPU scope, `others`: its CPU and memory scope
+    (`resource_scope`: CLUSTER for a flavor on every node, whose quotas are the cluster-wide ones)."""
     spec = obj.view().sub("spec")
     cohort = spec.text("cohortName") or spec.text("cohort") or (obj.name if obj.kind == "Cohort" else None)
     weight = _fair_weight(obj, spec, warnings)
@@ -291,7 +339,7 @@ def cluster_queue(obj: Obj, flavors: dict[str, Scope | None], warnings: Warnings
                     within=preemption.text("withinClusterQueue", "Never") or "Never",
                     reclaim=preemption.text("reclaimWithinCohort", "Never") or "Never")
     team.preemption = _kueue_preemption(preemption)
-    others: set[str] = set()
+    dropped: set[str] = set()
     for g in spec.items("resourceGroups"):
         for f in g.items("flavors"):
             name = f.text("name", required=True)
@@ -303,13 +351,14 @@ def cluster_queue(obj: Obj, flavors: dict[str, Scope | None], warnings: Warnings
                 resource = r.text("name", required=True)
                 if resource == GPU:
                     _kueue_resource(obj, team, name, flavors[name], r, cohort, warnings)
-                elif resource in ("cpu", "memory") and name in everywhere:
-                    _kueue_other(team, resource, r, cohort)
+                elif resource in ("cpu", "memory") and (others or {}).get(name) is not None:
+                    _kueue_other(team, resource, r, cohort, (others or {})[name])
                 else:
-                    others.add(f"{resource} ({name})")
-    if others:
-        warnings.add(obj.where, "spec.resourceGroups", f"quotas on {', '.join(sorted(others))}: only {GPU} quotas "
-                     "per flavor, and CPU and memory quotas of flavors on every node, are imported: not honoured")
+                    dropped.add(f"{resource} ({name})")
+    if dropped:
+        warnings.add(obj.where, "spec.resourceGroups", f"quotas on {', '.join(sorted(dropped))}: only {GPU}, cpu "
+                     "and memory quotas are imported, and cpu and memory only of flavors whose nodes a pool, GPU "
+                     "model or both form: not honoured")
     if cohort is None and team.quotas:
         warnings.add(obj.where, "spec.cohortName", "no cohort: the queue neither borrows nor lends (limits 0)")
     for key in ("flavorFungibility", "admissionChecks", "admissionChecksStrategy", "namespaceSelector",
@@ -323,14 +372,14 @@ def cluster_queue(obj: Obj, flavors: dict[str, Scope | None], warnings: Warnings
 
 
 def cohort_team(obj: Obj, flavors: dict[str, Scope | None], warnings: Warnings,
-                everywhere: frozenset[str] = frozenset()) -> TeamSpec:
+                others: dict[str, Scope | None] | None = None) -> TeamSpec:
     """A Kueue Cohort's own quota: GPUs (and CPU, memory) every member may borrow. It becomes a team
     `cohort-<name>` that runs nothing, never borrows and lends its nominal within the limits the
     Cohort sets; one cohort per request, so a hierarchy is flattened (reported)."""
     spec = obj.view().sub("spec")
-    team = cluster_queue(obj, flavors, warnings, everywhere)
+    team = cluster_queue(obj, flavors, warnings, others)
     team.name, team.preemption = f"cohort-{obj.name}", None
-    for quota in [*team.quotas.values(), *team.other.values()]:
+    for quota in [*team.quotas.values(), *team.other.values(), *team.flavor_other.values()]:
         quota["borrowing_limit"] = 0
     parent = spec.text("parentName") or spec.text("parent")
     if parent:
@@ -369,8 +418,9 @@ def _kueue_preemption(view: View) -> dict[str, Any]:
     return out
 
 
-def _kueue_other(team: TeamSpec, resource: str, r: View, cohort: str | None) -> None:
-    """A CPU (cores) or memory (GiB) quota of a flavor on every node -> the team's cluster-wide quota."""
+def _kueue_other(team: TeamSpec, resource: str, r: View, cohort: str | None, scope: Scope) -> None:
+    """A flavor's CPU (cores) or memory (GiB) quota -> the team's cluster-wide quota (a flavor on every node) or
+    its quota on the flavor's scope; two flavors on the same nodes add up, as their GPU quotas do."""
     scale = Fraction(1) if resource == "cpu" else Fraction(1, GIB)
     values: dict[str, float] = {}
     for key, out in (("nominalQuota", "nominal"), ("borrowingLimit", "borrowing_limit"),
@@ -381,7 +431,8 @@ def _kueue_other(team: TeamSpec, resource: str, r: View, cohort: str | None) -> 
         r.fail("nominalQuota", "required")
     if cohort is None:
         values.update(borrowing_limit=0, lending_limit=0)
-    old = team.other.setdefault(resource, {})
+    old = (team.other.setdefault(resource, {}) if scope == CLUSTER
+           else team.flavor_other.setdefault((resource, scope), {}))
     for k, v in values.items():
         old[k] = old.get(k, 0) + v
 

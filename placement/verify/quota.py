@@ -1,10 +1,11 @@
 """Quota, recomputed from the request: Kueue-style nominal, borrowing and lending per team, over
 GPU-equivalents, CPU and memory.
 
-For every scope (GPUs on the whole cluster when any team declares quota.gpus; GPUs on one flavor,
-(pool, GPU model), any team declares; CPU or memory on the whole cluster when any team declares
-quota.cpu or quota.memory_gib) and team T, with A_T what it holds after the plan (running jobs not
-preempted + placed pods on the scope's nodes) and B_T the same before it:
+For every scope (GPUs, CPU or memory on the whole cluster when any team declares quota.gpus,
+quota.cpu or quota.memory_gib; the same on one flavor, (pool, GPU model), when any team declares
+that resource in quota.flavors: a CPU-only flavor is no GPU scope) and team T, with A_T what it
+holds after the plan (running jobs not preempted + placed pods on the scope's nodes) and B_T the
+same before it:
 
     A_T ≤ max(nominal + borrowing_limit, B_T)
     Σ_T max(0, A_T − guaranteed_T) ≤ max(Σ_T lendable_T, Σ_T max(0, B_T − guaranteed_T))
@@ -48,39 +49,38 @@ def _canonical(model: str | None) -> str | None:
 
 def quota_scopes(ctx: Context) -> list[Scope]:
     """The GPU scopes (cluster-wide, then flavors), in GPU-equivalents."""
+    return _scopes(ctx, GPUS)
+
+
+def resource_scopes(ctx: Context) -> list[Scope]:
+    """The CPU scopes, then the memory scopes (cluster-wide, then flavors), in cores and GiB."""
+    return _scopes(ctx, CPU) + _scopes(ctx, MEMORY)
+
+
+def _scopes(ctx: Context, resource: str) -> list[Scope]:
+    """One resource's scopes: the whole cluster when any team declares it there, then each flavor some team
+    declares it on (a flavor that sets only other resources is no scope of this one)."""
     teams = ctx.request.teams
     keys: list[tuple[str | None, str | None]] = []
-    if any(t.quota is not None and t.quota.gpus is not None for t in teams):
+    if any(t.quota is not None and getattr(t.quota, resource) is not None for t in teams):
         keys.append((None, None))
     for t in teams:
         for f in t.quota.flavors if t.quota else []:
-            if (f.pool, _canonical(f.gpu_model)) not in keys:
+            if getattr(f, resource) is not None and (f.pool, _canonical(f.gpu_model)) not in keys:
                 keys.append((f.pool, _canonical(f.gpu_model)))
     out = []
     for pool, model in keys:
         nodes = {n.name for n in ctx.nodes.values() if (pool is None or n.pool == pool)
                  and (model is None or _canonical(n.gpu_model) == model)}
-        scope = Scope(f"pool={pool} gpu_model={model}" if (pool or model) else "cluster", nodes, {}, {}, {})
+        scope = Scope(f"pool={pool} gpu_model={model}" if (pool or model) else "cluster", nodes, {}, {}, {},
+                      resource)
         for t in teams:
             q = None
             if t.quota is not None:
-                q = t.quota.gpus if pool is None and model is None else next(
-                    (f.gpus for f in t.quota.flavors if (f.pool, _canonical(f.gpu_model)) == (pool, model)), None)
+                q = getattr(t.quota, resource) if pool is None and model is None else next(
+                    (getattr(f, resource) for f in t.quota.flavors
+                     if (f.pool, _canonical(f.gpu_model)) == (pool, model)), None)
             _limits(scope, t.name, q)
-        out.append(scope)
-    return out
-
-
-def resource_scopes(ctx: Context) -> list[Scope]:
-    """The CPU and memory scopes (cluster-wide), when any team declares one."""
-    out = []
-    for resource in (CPU, MEMORY):
-        quotas = {t.name: getattr(t.quota, resource) if t.quota is not None else None for t in ctx.request.teams}
-        if not any(q is not None for q in quotas.values()):
-            continue
-        scope = Scope("cluster", set(ctx.nodes), {}, {}, {}, resource)
-        for team, q in quotas.items():
-            _limits(scope, team, q)
         out.append(scope)
     return out
 

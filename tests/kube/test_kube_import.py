@@ -205,7 +205,13 @@ def test_kueue_cluster_queues_become_flavor_quotas_of_one_cohort() -> None:
     assert serving["h100-spot"] == {"nominal": 8, "borrowing_limit": None, "lending_limit": 0}
     assert teams["research-cq"].weight == 2  # fairSharing.weight
     assert imp.origins.flavor_nodes["h100-spot"] == [H100_NODES[2]]
-    assert _warned(imp, "research-cq", "quotas on cpu (h100-on-demand), memory (h100-on-demand)", "not honoured")
+    # each flavor's cpu and memory quotas are its own, on the nodes its GPU quota counts
+    flavor = {f.pool: f for f in teams["research-cq"].quota.flavors}
+    assert flavor["h100"].cpu is not None and flavor["h100"].cpu.nominal == 256
+    assert flavor["h100"].memory_gib is not None and flavor["h100"].memory_gib.nominal == 2048
+    assert flavor["h100-spot"].cpu is not None and flavor["h100-spot"].cpu.model_dump() == {
+        "nominal": 0, "borrowing_limit": 0, "lending_limit": 0}  # not its flavor
+    assert not _warned(imp, "research-cq", "not honoured")
 
 
 def test_admitted_kueue_job_runs_under_its_cluster_queue() -> None:
