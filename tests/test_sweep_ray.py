@@ -18,6 +18,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'placement[ray]' to run the Ray tests")
 
 from placement_models import PlacementRequest  # noqa: E402
+from test_sweep import _base, _strip  # noqa: E402
 
 from placement.executor import RayExecutor, make_executor, run_all  # noqa: E402
 from placement.sweep.cli import main as sweep_main  # noqa: E402
@@ -39,16 +40,6 @@ def ray_runtime() -> Iterator[None]:
              configure_logging=False)
     yield
     ray.shutdown()
-
-
-def _base(time_limit: float = 2.0) -> dict[str, Any]:
-    data = json.loads(REQUEST.read_text())
-    data["policy"].update({"deterministic": True, "time_limit_s": time_limit, "workers": 1})
-    return PlacementRequest.model_validate(data).model_dump(mode="json")
-
-
-def _strip(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: v for k, v in p.items() if k != "seconds"} for p in points]
 
 
 def test_every_solve_point_on_ray_equals_the_local_executor(ray_runtime: None) -> None:
