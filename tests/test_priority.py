@@ -268,3 +268,21 @@ def test_a_gang_that_would_borrow_waits_behind_another_teams_job_within_its_nomi
     assert _placed(plan) == {"b-small"}
     (waiting,) = plan.pending
     assert waiting.job == "a-gang" and waiting.constraint == "quota", waiting
+
+
+def test_a_team_already_past_its_nominal_counts_nothing_within_it() -> None:
+    """a runs 4 GPUs on a nominal of 2 (borrowed earlier): its new priority-5 job would borrow more, so b's
+    priority-0 job within b's nominal takes the last 2 GPUs (and the model stays feasible with a negative room)."""
+    nodes = [{"name": f"n{i}", "gpu_model": H100, "gpus": 4, "cpu": 8, "memory_gib": 64} for i in range(2)]
+    running = [{"job": "a-old", "team": "a", "priority": 0, "started_at": "2026-12-01T10:00:00Z",
+                "pods": [{"task": "w", "node": "n0", "gpus": [0, 1, 2, 3]}]},
+               {"job": "b-old", "team": "b", "priority": 0, "started_at": "2026-12-01T10:00:00Z",
+                "pods": [{"task": "w", "node": "n1", "gpus": [0, 1]}]}]
+    jobs = [{"name": "a-new", "priority": 5, "team": "a", "tasks": [{"name": "w", "gpus": 2, "cpu": 1}]},
+            {"name": "b-new", "priority": 0, "team": "b", "tasks": [{"name": "w", "gpus": 2, "cpu": 1}]}]
+    teams = [{"name": "a", "quota": {"gpus": {"nominal": 2}}}, {"name": "b", "quota": {"gpus": {"nominal": 6}}}]
+    plan = placement.plan({"cluster": {"nodes": nodes, "running": running}, "jobs": jobs, "teams": teams,
+                           "policy": {"deterministic": True, "time_limit_s": 5, "workers": 1,
+                                      "now": "2026-12-01T12:00:00Z"}})
+    assert plan.status == "optimal"
+    assert _placed(plan) == {"b-new"}

@@ -7,7 +7,7 @@ the plan counts it as such a workload; the term `quota` values it at the `nomina
 (compile/priority.py) per GPU-equivalent it places:
 
     within_j ≤ placed_j
-    Σ_{j of T} c_{j,s} ≤ nominal_{T,s} − kept running_{T,s}      per GPU scope s of team T
+    Σ_{j of T} c_{j,s} ≤ max(0, nominal_{T,s} − running_{T,s}) + evicted running_{T,s}   per GPU scope s
     c_{j,s} ≥ U_{j,s} when within_j                               (U: the job's milli-GPU on s's nodes)
 
 so the workloads a team counts within nominal fit it together, whole: a gang that would take its team
@@ -71,7 +71,6 @@ def apply(ctx: ModelContext) -> None:
         top_bonus = max(bonus[problem.jobs[j].priority] for j in candidates if problem.job_team[j] == team)
         ctx.objective.cap("quota", top_bonus * weight * most / MILLI)
     shares: list[tuple[int, int, int, cp_model.IntVar]] = []  # (scope, team, job, c)
-    gates: list[tuple[int, int, cp_model.IntVar]] = []  # (scope, team, some job of the team within nominal)
     for s, scope in enumerate(index.scopes):
         running = _running(ctx, scope.mask)
         for team in asked:
@@ -96,16 +95,12 @@ def apply(ctx: ModelContext) -> None:
                 continue
             run_vars, run_coefs, held = running[team]
             freed = [-c for c in run_coefs]  # an evicted victim gives its GPUs back to the team's nominal
-            row = ctx.model.add(cp_model.LinearExpr.weighted_sum(terms, weights)
-                                <= cp_model.LinearExpr.weighted_sum(run_vars, freed) + int(scope.nominal[team]) - held)
-            if held > int(scope.nominal[team]):
-                # a team whose kept running work already passes its nominal here counts nothing within it on
-                # these nodes; the row binds only when one of its jobs counts (else it could never hold)
-                counting = ctx.model.new_bool_var(f"within_nominal_counting[{s},{team}]")
-                for j in jobs:
-                    ctx.model.add_implication(within[j], counting)
-                row.only_enforce_if(counting)
-                gates.append((s, team, counting))
+            # a team whose kept running work already passes its nominal here counts nothing on these nodes
+            # unless evictions free room: max(0, nominal − held) keeps the row satisfiable with nothing
+            # counted (exact without evictions, a little generous when the team evicts its own work)
+            room = max(0, int(scope.nominal[team]) - held)
+            ctx.model.add(cp_model.LinearExpr.weighted_sum(terms, weights)
+                          <= cp_model.LinearExpr.weighted_sum(run_vars, freed) + room)
 
     def hint(ctx: ModelContext, placement: Placement, values: dict[int, int]) -> None:
         chosen = counted(ctx.problem, placement, set(within))
@@ -116,9 +111,6 @@ def apply(ctx: ModelContext) -> None:
         per_scope = scope_use(ctx.problem, placement)
         for s, _team, j, share in shares:
             values[share.index] = int(per_scope.get(j, {}).get(s, 0)) if j in chosen else 0
-        teams = {ctx.problem.job_team[j] for j in chosen}
-        for _s, team, gate in gates:
-            values[gate.index] = int(team in teams)
 
     ctx.on_hint(hint)
 
