@@ -52,7 +52,7 @@ from placement_models.request import (
     TopologySlice,
     Weights,
 )
-from placement_models.teams import ResourceQuota
+from placement_models.teams import Cohort, ResourceQuota
 
 __all__ = [
     "API_VERSION", "Assignment", "Cluster", "ErrorList", "Job", "MigChange", "Node", "NodeTopology",
@@ -62,7 +62,7 @@ __all__ = [
     "CostSummary", "JobCost", "NodeTemplate", "Provisionable", "Provisioned",
     "Taint", "Task", "Team", "Toleration", "Weights", "format_errors",
     "reject",
-    "FlavorQuota", "GpuQuota", "Quota", "TeamReport", "RightSized",
+    "Cohort", "FlavorQuota", "GpuQuota", "Quota", "TeamReport", "RightSized",
     "JobTopology", "TopologySlice",
     "GpuSharing", "MigInstance", "MigSlot", "SharingChange",
     "BorrowWithinCohort", "PreemptionRule", "PreemptionRules", "ResourceQuota",

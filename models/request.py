@@ -35,11 +35,11 @@ from placement_models.cluster import (
 from placement_models.errors import ErrorList
 from placement_models.jobs import Job, JobTopology, Task, TopologySlice
 from placement_models.policy import Policy, PreemptionRules, PreviousAssignment, PreviousPlan, Weights, resolve_rules
-from placement_models.teams import FlavorQuota, GpuQuota, Quota, Team
+from placement_models.teams import Cohort, FlavorQuota, GpuQuota, Quota, Team
 from pydantic import Field, model_validator
 
 __all__ = [
-    "API_VERSION", "NODE_LEVEL", "Cluster", "FlavorQuota", "GpuQuota", "GpuSharing", "Job", "JobTopology",
+    "API_VERSION", "NODE_LEVEL", "Cluster", "Cohort", "FlavorQuota", "GpuQuota", "GpuSharing", "Job", "JobTopology",
     "MigInstance", "MigSlot", "Node", "NodeTemplate", "NodeTopology", "PlacementRequest", "Policy", "Pool",
     "PreviousAssignment", "PreviousPlan", "Provisionable", "Quota", "RunningJob", "RunningPod", "Strict", "Taint",
     "Task", "Team", "Toleration", "TopologySlice", "Weights",
@@ -61,6 +61,8 @@ class PlacementRequest(Strict):
     cluster: Cluster
     jobs: bounded_list(Job, MAX_JOBS) = Field(default_factory=list)
     teams: bounded_list(Team, MAX_TEAMS) = Field(default_factory=list)
+    #: Kueue cohorts the teams borrow in (`teams[].cohort`), possibly nested; none: one implicit cohort
+    cohorts: bounded_list(Cohort, MAX_TEAMS) = Field(default_factory=list)
     policy: Policy = Field(default_factory=Policy)
 
     @model_validator(mode="after")
@@ -88,6 +90,7 @@ class PlacementRequest(Strict):
         _check_devices(errors, self.cluster)
         _check_cost(errors, self)
         _check_teams(errors, self)
+        _check_cohorts(errors, self)
         _check_topology(errors, self)
         if self.policy.off_peak is not None and self.policy.peak:
             errors.add(("policy", "peak"), "set either peak or off_peak (which decides peak from the planning time)",
@@ -107,6 +110,29 @@ class PlacementRequest(Strict):
     @cached_property
     def _team_rules(self) -> dict[str, bool | PreemptionRules]:
         return {t.name: t.preemption for t in self.teams if t.preemption is not None}
+
+    def share_cohort(self, a: str | None, b: str | None) -> bool:
+        """Are teams a and b in one cohort tree, so that one may reclaim from or borrow against the other (Kueue's
+        reclaimWithinCohort, borrowWithinCohort)? Without declared cohorts every team is in one implicit cohort."""
+        roots = self._cohort_roots
+        if roots is None:
+            return True
+        return roots.get(a or "") is not None and roots.get(a or "") == roots.get(b or "")
+
+    @cached_property
+    def _cohort_roots(self) -> dict[str, str | None] | None:
+        """Team name -> the root of its cohort tree (None: in no cohort); None when no cohort is declared at all."""
+        if not self.cohorts and not any(t.cohort for t in self.teams):
+            return None
+        parents = {c.name: c.parent for c in self.cohorts}
+        out: dict[str, str | None] = {}
+        for team in self.teams:
+            at, seen = team.cohort, set()
+            while at is not None and parents.get(at) is not None and at not in seen:
+                seen.add(at)
+                at = parents[at]
+            out[team.name] = at
+        return out
 
     @property
     def may_preempt(self) -> bool:
@@ -162,6 +188,33 @@ def _check_teams(errors: ErrorList, request: PlacementRequest) -> None:
                 known = ", ".join(sorted(pools)) or "none declared"
                 errors.add(("teams", i, "quota", "flavors", k, "pool"), f"unknown pool '{flavor.pool}' "
                            f"(known: {known})", flavor.pool)
+
+
+def _check_cohorts(errors: ErrorList, request: PlacementRequest) -> None:
+    """Cohort names unique and known (teams' and parents'), no parent cycle, flavors on real pools: the tree
+    the quota rules recurse over must be a forest."""
+    _unique(errors, ("cohorts",), [c.name for c in request.cohorts], "cohort")
+    parents = {c.name: c.parent for c in request.cohorts}
+    declared = ", ".join(sorted(parents)) or "none declared"
+    for i, team in enumerate(request.teams):
+        if team.cohort is not None and team.cohort not in parents:
+            errors.add(("teams", i, "cohort"), f"unknown cohort '{team.cohort}' (declared: {declared})", team.cohort)
+    pools = {p.name for p in request.cluster.pools}
+    for i, cohort in enumerate(request.cohorts):
+        if cohort.parent is not None and cohort.parent not in parents:
+            errors.add(("cohorts", i, "parent"), f"unknown cohort '{cohort.parent}' (declared: {declared})",
+                       cohort.parent)
+        seen, at = {cohort.name}, cohort.parent
+        while at is not None and at in parents:
+            if at in seen:
+                errors.add(("cohorts", i, "parent"), f"cohort '{cohort.name}' is its own ancestor (a parent cycle "
+                           f"through '{cohort.parent}')", cohort.parent)
+                break
+            seen.add(at)
+            at = parents[at]
+        for k, flavor in enumerate(cohort.quota.flavors if cohort.quota else []):
+            if flavor.pool is not None and flavor.pool not in pools:
+                errors.add(("cohorts", i, "quota", "flavors", k, "pool"), f"unknown pool '{flavor.pool}'", flavor.pool)
 
 
 def _unique(errors: ErrorList, base: tuple[str, ...], names: list[str], what: str) -> None:

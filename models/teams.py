@@ -1,6 +1,8 @@
 """Teams: fair-share weights, past usage and quotas in the spirit of Kueue's ClusterQueue.
 
-All teams of a request form one cohort: a team borrows what others' nominal quota leaves idle.
+Teams borrow within a cohort (Kueue's `spec.cohort`): what other members' nominal leaves idle. Cohorts may
+nest (`Cohort.parent`) and hold quota of their own, which their subtree may use. When no team names a cohort
+and the request declares none, all teams form one implicit cohort, as before cohorts were modelled.
 Quotas cover GPUs, CPU and memory, cluster-wide and per flavor, as a Kueue ClusterQueue covers
 `nvidia.com/gpu`, `cpu` and `memory` per ResourceFlavor.
 """
@@ -114,7 +116,7 @@ def _unique_keys(errors: ErrorList, keys: list[tuple[str | None, str | None]]) -
 
 
 class Team(Strict):
-    """A tenant: its weight in the fair share, its past usage, and its quota (all in one cohort)."""
+    """A tenant: its weight in the fair share, its past usage, its quota and the cohort it borrows in."""
 
     # decaying usage needs the time it was measured: checked with the request, stated in the team's schema
     model_config = cross_field(either(unset("usage_half_life_h"), given("usage_at")))
@@ -127,6 +129,9 @@ class Team(Strict):
     usage_at: datetime | None = None
     usage_half_life_h: float | None = Field(None, gt=0, le=MAX_HOURS)
     quota: Quota | None = None
+    #: the cohort (of the request's `cohorts`) it borrows from and lends to; unset while other teams name one: it
+    #: neither borrows nor lends (Kueue's ClusterQueue without `spec.cohort`); unset everywhere: one implicit cohort
+    cohort: Name | None = None
     #: hours any of the team's jobs may run (a job's own max_runtime_h overrides it)
     max_runtime_h: float | None = Field(None, gt=0, le=1_000_000)
     #: whom this team's jobs may preempt, in place of `policy.preemption` (Kueue sets `preemption` per
@@ -139,3 +144,16 @@ class Team(Strict):
     @classmethod
     def _rules_or_bool(cls, value: object, handler: ValidatorFunctionWrapHandler) -> bool | PreemptionRules | None:
         return None if value is None else rules_or_bool(value)
+
+
+class Cohort(Strict):
+    """A Kueue Cohort: teams naming it borrow each other's idle nominal; its own `quota` adds to what its
+    subtree may use, and through `parent` the subtree borrows from (and lends to) the enclosing cohort.
+
+    Its quota's `borrowing_limit` caps what the subtree takes from the parent, `lending_limit` what the
+    parent may take from the subtree's idle lendable quota; `nominal` is lendable to the subtree itself.
+    """
+
+    name: Name
+    parent: Name | None = None
+    quota: Quota | None = None

@@ -108,7 +108,7 @@ class RunningInfo:
 
 
 def allowed_rules(rules: PreemptionRules | None, priority: int, submitted_at: datetime | None, team: int,
-                  victim: RunningInfo) -> tuple[str, ...]:
+                  victim: RunningInfo, together: bool = True) -> tuple[str, ...]:
     """The rules (`within_team`, `reclaim_within_cohort`, `borrow_within_cohort`, in that order) under which a
     pending job of this priority, submission time and team (-1: no teams declared) may preempt `victim`, before
     the quota conditions only the plan decides: reclaim needs the job's team to end within its nominal, and both
@@ -124,7 +124,7 @@ def allowed_rules(rules: PreemptionRules | None, priority: int, submitted_at: da
                  and submitted_at < victim.spec.started_at)
         if rules.within_team != "never" and (lower or newer):
             out.append("within_team")
-    elif team >= 0 and victim.team >= 0 and victim.over_nominal:
+    elif team >= 0 and victim.team >= 0 and victim.over_nominal and together:  # together: one cohort tree
         if rules.reclaim_within_cohort == "any" or (rules.reclaim_within_cohort == "lower_priority" and lower):
             out.append("reclaim_within_cohort")
         borrow = rules.borrow_within_cohort
@@ -160,8 +160,10 @@ class Problem:
         """The rules of job j's team's `preemption` (else policy.preemption) under which placing it may preempt
         running job r (`allowed_rules`; the quota conditions are the plan's: compile/preemption.py)."""
         job = self.jobs[j]
+        victim = self.running[r]
         return allowed_rules(self.request.preemption_rules_for(job.team), job.priority, job.submitted_at,
-                             self.job_team[j] if self.job_team else -1, self.running[r])
+                             self.job_team[j] if self.job_team else -1, victim,
+                             self.request.share_cohort(job.team, victim.spec.team))
 
     def may_evict(self, j: int, r: int) -> bool:
         """Could placing pending job j justify preempting running job r under some rule of policy.preemption?"""
@@ -385,7 +387,8 @@ class _Rooms:
         if key not in self.cache:
             room = self.free.copy()
             for r in self.evictable:
-                if allowed_rules(rules, job.priority, job.submitted_at, self.job_team[j], r):
+                if allowed_rules(rules, job.priority, job.submitted_at, self.job_team[j], r,
+                                 self.request.share_cohort(job.team, r.spec.team)):
                     room[r.nodes] += r.use
             self.cache[key] = room
         return self.cache[key]

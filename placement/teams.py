@@ -4,7 +4,7 @@ Shared by the compiler (quota, fairness and preemption modules), the greedy base
 respect quotas so that its plan stays a feasible hint) and the plan report. Pure numpy and the
 wire format: no CP-SAT here, so the same arithmetic serves a model and a report.
 
-Quota semantics (Kueue's ClusterQueue/cohort, one cohort per request). A *scope* is a set of
+Quota semantics (Kueue's ClusterQueue/cohort). A *scope* is a set of
 nodes and a resource a quota counts: GPUs on the whole cluster (`quota.gpus`) or on one flavor
 (`quota.flavors[].gpus`, the nodes of a pool and/or GPU model), CPU or memory on the whole cluster
 (`quota.cpu`, `quota.memory_gib`) or on one flavor's nodes (`quota.flavors[].cpu`, `.memory_gib`,
@@ -19,6 +19,18 @@ where lendable_T = min(lending_limit_T, nominal_T) and guaranteed_T = nominal_T 
 never lent. A plan never makes an existing excess worse but need not cure it: each limit is
 raised to what running jobs already hold (quotas can shrink under running work; Kueue does not
 evict to enforce a quota either).
+
+The rule above is one cohort holding every team: the request's shape when no team names a cohort and
+none is declared (`Scope.tree` None). With cohorts (`Tree`) it applies at every cohort c to its
+children x (teams and child cohorts), each drawing over_x = max(0, E_x − guaranteed_x) on c:
+
+    draw_c = Σ_x over_x ≤ pool_c + borrowing_limit_c   (0 for a root: it has no parent to borrow from)
+    pool_c = nominal_c + Σ_x lendable_x                   (c's own nominal is lent to its subtree)
+
+A child cohort k enters its parent with lendable_k = min(lending_limit_k, pool_k) and guaranteed_k =
+capacity_k − lendable_k, where E_k counts its children's idle guaranteed parts as used (they are
+nobody else's): so over_k = max(0, draw_k − pool_k + lendable_k) is exactly what k takes from its parent
+beyond what it lends it. A team in no cohort neither borrows nor lends: it holds at most its nominal.
 
 Units: every GPU counts, in GPU-equivalents: a whole-GPU pod its GPUs, a MIG pod its instance's
 memory slices over its GPU's (the node's model: 1g on an 8-slice GPU is 1/8), a pod on a shared GPU
@@ -41,13 +53,12 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
-from placement_models import GpuQuota, PlacementRequest, ResourceQuota, Team
+from placement_models import Cohort, GpuQuota, PlacementRequest, ResourceQuota, Team
 
 from placement import catalog
 from placement.catalog import MigGeometry, MigProfile
+from placement.cohorts import UNLIMITED, Tree
 
-#: "no limit" for integer comparisons (larger than any cluster's milli-GPU, milli-CPU or MiB).
-UNLIMITED = 1 << 50
 #: Integer GPU-equivalents per GPU (the same as placement.devices.MILLI, which this layer cannot import).
 MILLI = 1000
 #: What `Scope.resource` indexes, and the integer unit of each: milli-GPU, milli-CPU, MiB (Problem.DIMS' units).
@@ -197,6 +208,8 @@ class Scope:
     lendable: np.ndarray  # (T,) int: min(lending_limit, nominal)
     before: np.ndarray  # (T,) int: what running jobs hold here before the plan
     resource: int = 0  # index into RESOURCES: 0 GPUs, 1 CPU, 2 memory
+    #: the cohorts teams borrow in; None: one implicit cohort of every team (`pool` is its limit)
+    tree: Tree | None = None
 
     @property
     def guaranteed(self) -> np.ndarray:
@@ -211,6 +224,15 @@ class Scope:
     def pool(self) -> int:
         """What the cohort may have borrowed in total: the lendable nominal, or what is already borrowed if more."""
         return int(max(self.lendable.sum(), borrowed(self.before, self.guaranteed)))
+
+    def overdrawn(self, alloc: np.ndarray) -> int | None:
+        """The cohort whose shared pool `alloc` (T,) overdraws: its index, -1 for the implicit cohort; None when
+        none does (the team caps are checked apart)."""
+        if self.tree is None:
+            return -1 if borrowed(alloc, self.guaranteed) > self.pool else None
+        _, draw = self.tree.draws(alloc, self.guaranteed)
+        bad = np.flatnonzero(draw > self.tree.limit(self.before, self.guaranteed))
+        return int(bad[0]) if bad.size else None
 
 
 def borrowed(alloc: np.ndarray, guaranteed: np.ndarray) -> int:
@@ -267,22 +289,26 @@ def build_index(request: PlacementRequest, nodes: Sequence[object], gpu_models: 
     index = {name: i for i, name in enumerate(names)}
     now = request.planning_time()
     held = running_holdings(request, nodes, gpu_models)
-    keys = _keys(teams, "gpus")
+    cohorts = request.cohorts
+    tree_mode = bool(cohorts) or any(t.cohort is not None for t in teams)
+    keys = _keys([*teams, *cohorts], "gpus")
     pools = np.array([getattr(n, "pool", None) or "" for n in nodes], dtype=object)
     models = np.array([m or "" for m in gpu_models], dtype=object)
     scopes = []
     for pool, model in keys:
         mask = _mask(pools, models, pool, model)
         nominal, limit, lendable = _limits(teams, pool, model)
-        scopes.append(Scope(_label(pool, model), mask, nominal, limit, lendable, _before(held, running_team, mask,
-                                                                                         0, len(teams))))
+        tree = _tree(request, "gpus", 0, (pool, model), lendable) if tree_mode else None
+        scopes.append(_scope(_label(pool, model), mask, nominal, limit, lendable,
+                             _before(held, running_team, mask, 0, len(teams)), 0, tree))
     resource_scopes = []
     for resource, field in ((1, "cpu"), (2, "memory_gib")):
-        for pool, model in _keys(teams, field):
+        for pool, model in _keys([*teams, *cohorts], field):
             mask = _mask(pools, models, pool, model)
             nominal, limit, lendable = _resource_limits(teams, field, resource, (pool, model))
-            resource_scopes.append(Scope(_label(pool, model), mask, nominal, limit, lendable,
-                                         _before(held, running_team, mask, resource, len(teams)), resource))
+            tree = _tree(request, field, resource, (pool, model), lendable) if tree_mode else None
+            resource_scopes.append(_scope(_label(pool, model), mask, nominal, limit, lendable,
+                                          _before(held, running_team, mask, resource, len(teams)), resource, tree))
     if keys and keys[0] == (None, None):
         nominal_all, limit_all = scopes[0].nominal, scopes[0].limit
     elif scopes:
@@ -299,7 +325,46 @@ def build_index(request: PlacementRequest, nodes: Sequence[object], gpu_models: 
     )
 
 
-def _keys(teams: Sequence[Team], field: str) -> list[tuple[str | None, str | None]]:
+def _scope(label: str, mask: np.ndarray, nominal: np.ndarray, limit: np.ndarray, lendable: np.ndarray,
+           before: np.ndarray, resource: int, tree: Tree | None) -> Scope:
+    """A scope; with cohorts, a team in none holds at most its nominal and lends nothing."""
+    if tree is not None:
+        alone = tree.team_cohort < 0
+        limit = np.where(alone, nominal, limit)
+        lendable = np.where(alone, 0, lendable)
+    return Scope(label, mask, nominal, limit, lendable, before, resource, tree)
+
+
+def _tree(request: PlacementRequest, field: str, resource: int, key: tuple[str | None, str | None],
+          team_lendable: np.ndarray) -> Tree:
+    """The cohort tree of one scope: each cohort's own nominal, lending and borrowing limits there (none
+    declared: nominal 0, no limits), its parent, and the teams' cohorts."""
+    cohorts = request.cohorts
+    at = {c.name: i for i, c in enumerate(cohorts)}
+    parent = np.array([at[c.parent] if c.parent is not None else -1 for c in cohorts], dtype=np.int64)
+    team_cohort = np.array([at[t.cohort] if t.cohort is not None else -1 for t in request.teams], dtype=np.int64)
+    own = np.zeros((3, len(cohorts)), dtype=np.int64)
+    own[1:] = UNLIMITED
+    for i, c in enumerate(cohorts):
+        q = _quota_of(c, field, key)
+        if isinstance(q, GpuQuota | ResourceQuota):
+            own[0, i] = to_units(q.nominal, resource, False)
+            for row, limit in ((1, q.lending_limit), (2, q.borrowing_limit)):
+                own[row, i] = UNLIMITED if limit is None else to_units(limit, resource, False)
+    order: list[int] = []
+
+    def visit(c: int) -> None:
+        for k in np.flatnonzero(parent == c).tolist():
+            visit(k)
+        order.append(c)
+
+    for root in np.flatnonzero(parent < 0).tolist():
+        visit(root)
+    return Tree(tuple(c.name for c in cohorts), parent, team_cohort, own[0], own[1], own[2], tuple(order),
+                np.where(team_cohort >= 0, team_lendable, 0))
+
+
+def _keys(teams: Sequence[Team | Cohort], field: str) -> list[tuple[str | None, str | None]]:
     """The scopes of one resource (`gpus`, `cpu`, `memory_gib`) any team declares, as (pool, canonical GPU model):
     (None, None) for the whole cluster first, then flavors in order of first mention. A flavor counts only for the
     resources it sets, so a CPU-only flavor does not put every other team at 0 GPUs on its nodes."""
@@ -324,7 +389,7 @@ def _mask(pools: np.ndarray, models: np.ndarray, pool: str | None, model: str | 
     return mask
 
 
-def _quota_of(team: Team, field: str, key: tuple[str | None, str | None]) -> object | None:
+def _quota_of(team: Team | Cohort, field: str, key: tuple[str | None, str | None]) -> object | None:
     """The team's quota of one resource in one scope ((None, None): cluster-wide), None when it declares none."""
     if team.quota is None:
         return None
@@ -417,6 +482,11 @@ class QuotaLedger:
                 return _over_cap(name, scope, team, now, cap, int(add[s]))
             after = self.alloc[s].copy()
             after[team] += add[s]
+            if scope.tree is not None:
+                cohort = scope.overdrawn(after)
+                if cohort is not None:
+                    return _cohort_full(name, scope, team, now, int(add[s]), cohort, after)
+                continue
             used = borrowed(after, scope.guaranteed)
             if used > scope.pool:
                 lent = borrowed(self.alloc[s], scope.guaranteed)
@@ -485,3 +555,20 @@ def _lent_out(name: str, scope: Scope, team: int, now: int, add: int, lent: int)
     return (f"quota: team {name}: {_what(scope)} {amount(now, r)} used{scope.label} (nominal {amount(nominal, r)}) "
             f"needs {amount(add, r)} more, but the cohort's idle {_what(scope)} nominal{scope.label} is all lent out "
             f"({amount(lent, r)} of {amount(scope.pool, r)} borrowed)")
+
+
+def _cohort_full(name: str, scope: Scope, team: int, now: int, add: int, cohort: int, after: np.ndarray) -> str:
+    """A cohort's pool (own nominal, members' lendable, what it may borrow) cannot cover its members' borrowing."""
+    assert scope.tree is not None
+    r, label = scope.resource, scope.tree.names[cohort]
+    drawn = int(scope.tree.draws(after, scope.guaranteed)[1][cohort])
+    limit = int(scope.tree.limit(scope.before, scope.guaranteed)[cohort])
+    who = f"{name} at {amount(now)} GPUs{scope.label}" if r == 0 else \
+        f"team {name}: {_what(scope)} {amount(now, r)} used{scope.label}"
+    unit = " GPUs" if r == 0 else f" {_what(scope)}"
+    pool = (f"cohort {label} can lend only {amount(limit, r)}{unit} beyond its members' guaranteed quota "
+            f"({amount(drawn, r)} asked: own and members' idle nominal, and what it may borrow from its parent)")
+    if now + add <= scope.nominal[team]:
+        return (f"quota: {who} is within its nominal {amount(int(scope.nominal[team]), r)}, but {pool}; taking "
+                f"{amount(add, r)} more needs borrowers preempted (reclaim)")
+    return f"quota: {who} (nominal {amount(int(scope.nominal[team]), r)}) needs {amount(add, r)} more, but {pool}"

@@ -10,6 +10,12 @@ memory scopes:
     over_T ≥ A_T − guaranteed_T,  over_T ≥ 0       one integer per team that could borrow
     Σ_T over_T ≤ pool                              the cohort's lendable nominal
 
+With cohorts (`Scope.tree`) the last row is one per cohort c that bounds what its children draw,
+and a child cohort k draws through one more one-sided integer (placement/teams.py states the rule):
+
+    over_k ≥ Σ_{x child of k} over_x − pool_k + lendable_k,  over_k ≥ 0
+    Σ_{x child of c} over_x ≤ limit_c                  for a root, or a cohort with a borrowing limit
+
 `over_T` is one-sided (it only appears in a ≤ row), so no equality is needed. A team below its
 nominal gets its GPUs back from borrowers through the cohort row: once the pool is exhausted a
 new placement there needs a borrower's running job to be preempted (compile/preemption.py decides
@@ -33,7 +39,7 @@ from placement.compile.context import ModelContext
 from placement.holdings import held_in, running_use, task_milli
 from placement.problem import Problem
 from placement.solution import Placement
-from placement.teams import MILLI, UNLIMITED
+from placement.teams import MILLI, UNLIMITED, Scope
 
 #: Smallest milli-GPU per unit of the soft terms' variables (in-nominal GPUs here, fair-share segments in
 #: fairness): see `quantum`.
@@ -109,11 +115,13 @@ def apply(ctx: ModelContext) -> None:
     if index is None or not index.all_scopes:
         return
     over_vars: dict[tuple[int, int], cp_model.IntVar] = {}
+    cohort_vars: dict[int, dict[int, cp_model.IntVar]] = {}
     for s, scope in enumerate(index.all_scopes):
         guaranteed = scope.guaranteed
         borrowers: list[cp_model.IntVar] = []
         fixed_borrowed = 0
-        for team, (variables, coefs, const) in enumerate(team_use(ctx, scope.mask, scope.resource)):
+        use = team_use(ctx, scope.mask, scope.resource)
+        for team, (variables, coefs, const) in enumerate(use):
             top = most(variables, coefs, const)
             cap = int(scope.cap[team])
             if cap < UNLIMITED and top > cap:
@@ -128,6 +136,9 @@ def apply(ctx: ModelContext) -> None:
             ctx.model.add(over >= cp_model.LinearExpr.weighted_sum(variables, coefs) + const - int(guaranteed[team]))
             borrowers.append(over)
             over_vars[s, team] = over
+        if scope.tree is not None:
+            cohort_vars[s] = _tree_rows(ctx, s, scope, use, over_vars)
+            continue
         if borrowers:
             most_borrowed = sum(bounds(v)[1] for v in borrowers) + fixed_borrowed
             if most_borrowed > scope.pool:
@@ -141,5 +152,50 @@ def apply(ctx: ModelContext) -> None:
             for team in range(index.size):
                 if (s, team) in over_vars:
                     values[over_vars[s, team].index] = max(0, int(alloc[team] - scope.guaranteed[team]))
+            if scope.tree is not None:
+                cohort_over = scope.tree.draws(alloc, scope.guaranteed)[0]
+                for c, var in cohort_vars.get(s, {}).items():
+                    values[var.index] = int(cohort_over[c])
 
     ctx.on_hint(hint)
+
+
+def _tree_rows(ctx: ModelContext, s: int, scope: Scope, use: Held,
+               over_vars: dict[tuple[int, int], cp_model.IntVar]) -> dict[int, cp_model.IntVar]:
+    """The cohort rows of one scope, children before parents; returns the child cohorts' `over` variables.
+
+    A child's draw is a variable (`over_vars`, `over_k`) or, when nothing placed or preempted can change
+    it, a constant: running work the plan keeps.
+    """
+    tree = scope.tree
+    assert tree is not None
+    pool, lend = tree.pools()
+    limit = tree.limit(scope.before, scope.guaranteed)
+    draws: list[tuple[list[cp_model.IntVar], int]] = [([], 0) for _ in tree.names]
+    for team, c in enumerate(tree.team_cohort.tolist()):
+        if c < 0:
+            continue
+        if (s, team) in over_vars:
+            draws[c][0].append(over_vars[s, team])
+        elif not use[team][0]:
+            draws[c] = (draws[c][0], draws[c][1] + max(0, use[team][2] - int(scope.guaranteed[team])))
+    out: dict[int, cp_model.IntVar] = {}
+    for c in tree.order:
+        variables, const = draws[c]
+        top = const + sum(bounds(v)[1] for v in variables)
+        bounded = tree.parent[c] < 0 or tree.borrowing[c] < UNLIMITED
+        if bounded and top > limit[c] and variables:
+            ctx.model.add(cp_model.LinearExpr.sum(variables) + const <= int(limit[c]))
+            top = int(limit[c])
+        if tree.parent[c] < 0:
+            continue
+        slack = int(pool[c]) - int(lend[c])  # over_k = max(0, draw_k − slack)
+        parent = int(tree.parent[c])
+        if not variables:
+            draws[parent] = (draws[parent][0], draws[parent][1] + max(0, const - slack))
+        elif top > slack:
+            over = ctx.model.new_int_var(0, top - slack, f"cohort_borrowed[{s},{tree.names[c]}]")
+            ctx.model.add(over >= cp_model.LinearExpr.sum(variables) + const - slack)
+            draws[parent][0].append(over)
+            out[c] = over
+    return out

@@ -401,7 +401,8 @@ def _hint_rules(problem: Problem, j: int, r: int) -> tuple[str, ...]:
         return ()
     return _rules(problem, j, allowed_rules(_DEFAULT_RULES, job.priority, job.submitted_at,
                                             problem.job_team[j] if problem.job_team else -1,
-                                            replace(victim, evictable=victim.ripe)))
+                                            replace(victim, evictable=victim.ripe),
+                                            problem.request.share_cohort(job.team, victim.spec.team)))
 
 
 def _why_kept(problem: Problem, j: int, r: int) -> str:

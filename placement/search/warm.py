@@ -22,7 +22,7 @@ from placement.compile.priority import class_weights, nominal_bonus, pod_value
 from placement.holdings import held_after, pod_milli, running_use, use_of
 from placement.rightsize import gang_minimums
 from placement.solution import Placement
-from placement.teams import MILLI, borrowed
+from placement.teams import MILLI
 
 #: Share of the time limit the warm start may use.
 WARM_SHARE = 0.15
@@ -270,7 +270,7 @@ class _Warm:
         if team >= 0:
             alloc[:, team] += index.scope_use(use_of(problem, counts))
             for s, scope in enumerate(index.all_scopes):
-                if alloc[s, team] > scope.cap[team] or borrowed(alloc[s], scope.guaranteed) > scope.pool:
+                if alloc[s, team] > scope.cap[team] or scope.overdrawn(alloc[s]) is not None:
                     return None
                 if (team, s) in self.reclaimers and alloc[s, team] > scope.nominal[team]:
                     return None

@@ -135,6 +135,8 @@ def _disallowed(ctx: Context, rule: str, job: Job, rj: RunningJob, landed: set[s
                                                                    "submitted" if policy != "lower_priority" else ""))
     if same:
         return f"{rule} needs jobs of different teams"
+    if not ctx.request.share_cohort(job.team, rj.team):
+        return f"{rule} needs teams of one cohort (teams[].cohort, cohorts[].parent)"
     if rule == "reclaim_within_cohort":
         policy = rules.reclaim_within_cohort
         if policy == "never" or (policy == "lower_priority" and not lower):

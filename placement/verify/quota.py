@@ -13,6 +13,13 @@ same before it:
 with lendable = min(lending_limit, nominal) (nominal when unset) and guaranteed = nominal − lendable;
 a team without a quota in a scope others declare has nominal 0 and unlimited borrowing there.
 
+With cohorts (any team names one, or the request declares some), the second rule holds per cohort c
+over its children x (its teams and child cohorts): Σ_x draw_x ≤ own nominal_c + Σ_x lendable_x, plus
+c's borrowing limit when c has a parent (no limit when unset; a root borrows nothing), or what running
+work already draws if more. A team draws max(0, A_T − guaranteed_T); a child cohort k, whose pool is
+its own nominal plus its children's lendable and which lends lendable_k = min(lending_limit_k, pool_k),
+draws max(0, Σ_{x of k} draw_x − pool_k + lendable_k). A team in no cohort holds at most its nominal.
+
 GPUs count in GPU-equivalents, derived here from the catalog: a whole-GPU pod its healthy GPUs, a
 MIG pod its instance's memory slices over its GPU model's (1g on an 8-slice GPU: 1/8), a pod on a
 shared GPU its gpu_share (a MIG instance or share on an unhealthy GPU counts nothing, as an
@@ -23,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from placement_models import Node, RunningPod, Task
+from placement_models import Node, Quota, RunningPod, Task
 
 from placement.catalog import MigGeometry, lookup, mig_geometry
 from placement.verify.context import EPS, Context, Resolved, num
@@ -40,6 +47,8 @@ class Scope:
     limit: dict[str, float | None]
     lendable: dict[str, float]
     resource: str = GPUS
+    #: per cohort: (own nominal, lending limit, borrowing limit) here; None: one implicit cohort of all teams
+    cohorts: dict[str, tuple[float, float | None, float | None]] | None = None
 
 
 def _canonical(model: str | None) -> str | None:
@@ -60,11 +69,12 @@ def resource_scopes(ctx: Context) -> list[Scope]:
 def _scopes(ctx: Context, resource: str) -> list[Scope]:
     """One resource's scopes: the whole cluster when any team declares it there, then each flavor some team
     declares it on (a flavor that sets only other resources is no scope of this one)."""
-    teams = ctx.request.teams
+    teams, cohorts = ctx.request.teams, ctx.request.cohorts
+    tree = bool(cohorts) or any(t.cohort is not None for t in teams)
     keys: list[tuple[str | None, str | None]] = []
-    if any(t.quota is not None and getattr(t.quota, resource) is not None for t in teams):
+    if any(t.quota is not None and getattr(t.quota, resource) is not None for t in [*teams, *cohorts]):
         keys.append((None, None))
-    for t in teams:
+    for t in [*teams, *cohorts]:
         for f in t.quota.flavors if t.quota else []:
             if getattr(f, resource) is not None and (f.pool, _canonical(f.gpu_model)) not in keys:
                 keys.append((f.pool, _canonical(f.gpu_model)))
@@ -75,14 +85,27 @@ def _scopes(ctx: Context, resource: str) -> list[Scope]:
         scope = Scope(f"pool={pool} gpu_model={model}" if (pool or model) else "cluster", nodes, {}, {}, {},
                       resource)
         for t in teams:
-            q = None
-            if t.quota is not None:
-                q = getattr(t.quota, resource) if pool is None and model is None else next(
-                    (getattr(f, resource) for f in t.quota.flavors
-                     if (f.pool, _canonical(f.gpu_model)) == (pool, model)), None)
-            _limits(scope, t.name, q)
+            _limits(scope, t.name, _quota(t.quota, resource, pool, model))
+            if tree and t.cohort is None:  # in no cohort: borrows nothing, lends nothing
+                scope.limit[t.name], scope.lendable[t.name] = scope.nominal[t.name], 0
+        if tree:
+            scope.cohorts = {}
+            for c in cohorts:
+                q = _quota(c.quota, resource, pool, model)
+                scope.cohorts[c.name] = ((getattr(q, "nominal", 0), getattr(q, "lending_limit", None),
+                                          getattr(q, "borrowing_limit", None)) if q is not None else (0, None, None))
         out.append(scope)
     return out
+
+
+def _quota(quota: Quota | None, resource: str, pool: str | None, model: str | None) -> object | None:
+    """A team's or cohort's quota of `resource` on the whole cluster (pool and model None) or one flavor."""
+    if quota is None:
+        return None
+    if pool is None and model is None:
+        return getattr(quota, resource)
+    return next((getattr(f, resource) for f in quota.flavors
+                 if (f.pool, _canonical(f.gpu_model)) == (pool, model)), None)
 
 
 def _limits(scope: Scope, team: str, q: object | None) -> None:
@@ -184,9 +207,56 @@ def check_quota(ctx: Context) -> list[str]:
             if limit is not None and held > max(limit, before[team]) + tol:
                 out.append(f"quota: team {team} holds {_what(scope, held)} in scope {scope.label}, above nominal + "
                            f"borrowing_limit {num(limit)} (held {num(round(before[team], 6))} before the plan)")
+        if scope.cohorts is not None:
+            out += _check_cohorts(ctx, scope, before, after, guaranteed, tol)
+            continue
         borrowed = sum(max(0.0, after[t] - guaranteed[t]) for t in after)
         pool = max(sum(scope.lendable.values()), sum(max(0.0, before[t] - guaranteed[t]) for t in before))
         if borrowed > pool + tol:
             out.append(f"quota: teams in scope {scope.label} draw {_what(scope, borrowed)} on the cohort's lendable "
                        f"nominal, more than its {num(pool)}")
+    return out
+
+
+def _cohort_draws(ctx: Context, scope: Scope, held: dict[str, float],
+                  guaranteed: dict[str, float]) -> dict[str, tuple[float, float]]:
+    """Per cohort, (what its children draw on it, the pool it has of its own: own nominal + children's lendable)."""
+    assert scope.cohorts is not None
+    out: dict[str, tuple[float, float]] = {}
+
+    def settle(name: str) -> tuple[float, float]:  # (draw on the parent, lendable to it)
+        nominal, lending, _ = scope.cohorts[name]  # type: ignore[index]
+        pool = nominal + sum(scope.lendable[t.name] for t in ctx.request.teams if t.cohort == name)
+        draw = sum(max(0.0, held[t.name] - guaranteed[t.name]) for t in ctx.request.teams if t.cohort == name)
+        for child in ctx.request.cohorts:
+            if child.parent == name:
+                up, lent = settle(child.name)
+                pool, draw = pool + lent, draw + up
+        out[name] = (draw, pool)
+        lend = pool if lending is None else min(lending, pool)
+        return max(0.0, draw - pool + lend), lend
+
+    for cohort in ctx.request.cohorts:
+        if cohort.parent is None:
+            settle(cohort.name)
+    return out
+
+
+def _check_cohorts(ctx: Context, scope: Scope, before: dict[str, float], after: dict[str, float],
+                   guaranteed: dict[str, float], tol: float) -> list[str]:
+    """Every cohort's children draw at most its pool plus what it may borrow (or what they drew before)."""
+    assert scope.cohorts is not None
+    parents = {c.name: c.parent for c in ctx.request.cohorts}
+    was = _cohort_draws(ctx, scope, before, guaranteed)
+    out = []
+    for name, (draw, pool) in _cohort_draws(ctx, scope, after, guaranteed).items():
+        borrowing = scope.cohorts[name][2]
+        if parents[name] is not None and borrowing is None:
+            continue  # borrows from its parent without limit: the parent's row bounds it
+        extra = borrowing if parents[name] is not None and borrowing is not None else 0.0
+        most = max(pool + extra, was[name][0])
+        if draw > most + tol:
+            out.append(f"quota: cohort {name} in scope {scope.label}: its members draw {_what(scope, draw)} beyond "
+                       f"their guaranteed quota, more than the {num(round(most, 6))} it has (own nominal, members' "
+                       "lendable quota and what it may borrow from its parent)")
     return out
