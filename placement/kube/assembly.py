@@ -69,7 +69,7 @@ class RequestAssembly(ImportState):
             r["team"] = self.attempt(self._team, r.pop("_queue"), f"running job {r['job']}", r.pop("_namespace"),
                                      False)
             spec = self.queues.teams.get(r["team"]) if r["team"] else None
-            if spec is not None and spec.preemptible(list(self.queues.teams.values())):
+            if spec is not None and spec.preemptible(list(self.queues.teams.values()), self.queues.root):
                 r["preemptible"] = True
         if self.problems:
             raise KubeError(self.problems)
@@ -92,6 +92,8 @@ class RequestAssembly(ImportState):
             "jobs": [{k: v for k, v in j.items() if v is not None} for j in jobs],
             "teams": [t.wire() for t in teams], "policy": policy,
         }
+        if self.queues.cohorts:
+            data["cohorts"] = [c.wire() for c in self.queues.cohorts.values()]
         try:
             return PlacementRequest.model_validate(data)
         except ValidationError as exc:
@@ -115,6 +117,8 @@ class RequestAssembly(ImportState):
             name = data["teams"][path[1]]["name"]
             spec = self.queues.teams.get(name)
             return spec.where if spec else f"team {name}"
+        if path[:1] == ["cohorts"] and len(path) > 1 and isinstance(path[1], int):
+            return list(self.queues.cohorts.values())[path[1]].where
         return "imported request"
 
     def _job(self, d: Draft, team: str | None) -> dict[str, Any]:
@@ -169,11 +173,11 @@ class RequestAssembly(ImportState):
                                      "that name no queue")])
         gpus = sum(len(p.get("gpus", [])) for r in self.running if r["team"] is None for p in r["pods"])
         gpus += sum(t.get("gpus", 0) * t["replicas"] for j in jobs if j["team"] is None for t in j["tasks"])
-        scopes = {s for t in teams.values() for s in t.quotas}
+        scopes = {s for t in self._quota_holders(teams) for s in t.quotas}
         spec = TeamSpec(UNQUEUED, "jobs without a queue")
         spec.quotas = {s: {"nominal": gpus, "borrowing_limit": 0, "lending_limit": 0} for s in scopes}
         for resource, key in (("cpu", "cpu"), ("memory", "memory_gib")):
-            if any(resource in t.other for t in teams.values()):
+            if any(resource in t.other for t in self._quota_holders(teams)):
                 held = sum(p.get(key, 0) for r in self.running if r["team"] is None for p in r["pods"])
                 held += sum(t.get(key, 0) * t["replicas"] for j in jobs if j["team"] is None for t in j["tasks"])
                 spec.other[resource] = {"nominal": math.ceil(held * 1000) / 1000 + 0.001, "borrowing_limit": 0,
@@ -181,17 +185,23 @@ class RequestAssembly(ImportState):
         for resource, key in (("cpu", "cpu"), ("memory", "memory_gib")):
             held = sum(p.get(key, 0) for r in self.running if r["team"] is None for p in r["pods"])
             held += sum(t.get(key, 0) * t["replicas"] for j in jobs if j["team"] is None for t in j["tasks"])
-            for s in {s for t in teams.values() for (r, s) in t.flavor_other if r == resource}:
+            for s in {s for t in self._quota_holders(teams) for (r, s) in t.flavor_other if r == resource}:
                 spec.flavor_other[resource, s] = {"nominal": math.ceil(held * 1000) / 1000 + 0.001,
                                                   "borrowing_limit": 0, "lending_limit": 0}
         self.warnings.add("jobs without a queue", "", f"imported as team '{UNQUEUED}', outside the other teams' "
                           "quotas")
         return spec
 
+    def _quota_holders(self, teams: dict[str, TeamSpec]) -> list[TeamSpec]:
+        """The teams and the cohorts' own quotas: every quota scope of the request is one of theirs."""
+        return [*teams.values(), *(c.quota for c in self.queues.cohorts.values() if c.quota is not None)]
+
     def _kueue_exclusions(self, teams: dict[str, TeamSpec]) -> None:
-        """A ClusterQueue cannot use a flavor it does not list: quota 0, no borrowing, in other CQs' scopes."""
-        scopes = {s for t in teams.values() if t.kueue for s in t.quotas if s != CLUSTER}
-        others = {k for t in teams.values() if t.kueue for k in t.flavor_other}
+        """A ClusterQueue cannot use a flavor it does not list: quota 0, no borrowing, in other CQs' and the
+        cohorts' scopes."""
+        holders = [t for t in self._quota_holders(teams) if t.kueue]
+        scopes = {s for t in holders for s in t.quotas if s != CLUSTER}
+        others = {k for t in holders for k in t.flavor_other}
         for t in teams.values():
             if t.kueue:
                 for s in scopes - set(t.quotas):

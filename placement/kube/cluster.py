@@ -13,12 +13,14 @@ from placement.kube.nodes import CLIQUE, HOSTNAME, assign_pools, read_node
 from placement.kube.objects import KubeError, Problem
 from placement.kube.queues import (
     CLUSTER,
+    CohortSpec,
     Scope,
+    TeamSpec,
     cluster_queue,
-    cohort_team,
     flavor_scope,
     kai_queues,
     kai_unassigned,
+    kueue_cohort,
     resource_flavors,
     resource_scope,
     volcano_queue,
@@ -131,23 +133,39 @@ class ClusterObjects(ImportState):
                 self.warnings.add("KAI queues", "spec.resources.gpu.quota", f"the {free} GPUs no queue's quota "
                                   f"covers are imported as team '{unassigned.name}', which runs nothing and lends them "
                                   "all (KAI lets queues use them over quota, by weight)")
-        cohorts: set[str] = set()
+        cqs: list[TeamSpec] = []
         for obj in self.of("kueue.x-k8s.io", "ClusterQueue"):
             self.origins.kueue_version = obj.version
             team = self.attempt(cluster_queue, obj, flavors, self.warnings, others)
             if team is not None:
                 self.attempt(self.queues.add, team, obj)
                 self.origins.team_flavors[team.name] = list(team.flavors)
-                if team.cohort:
-                    cohorts.add(team.cohort)
-        if len(cohorts) > 1:
-            self.warnings.add("ClusterQueues", "spec.cohortName", f"cohorts {sorted(cohorts)}: placement/v1 has one "
-                              "cohort per request, so every queue may borrow from every other")
-        for obj in self.of("kueue.x-k8s.io", "Cohort"):
-            team = self.attempt(cohort_team, obj, flavors, self.warnings, others)
-            if team is not None:
-                self.attempt(self.queues.add, team, obj)
+                cqs.append(team)
+        self._cohorts(cqs, flavors, others)
         for obj in self.of("kueue.x-k8s.io", "LocalQueue"):
             cq = self.attempt(lambda o: o.view().sub("spec").text("clusterQueue", required=True), obj)
             if cq is not None:
                 self.queues.local_queues[obj.namespace, obj.name] = cq
+
+    def _cohorts(self, cqs: list[TeamSpec], flavors: dict[str, Scope | None], others: dict[str, Scope | None]) -> None:
+        """Kueue Cohort objects and every cohort a ClusterQueue or Cohort names -> the request's cohorts; when no
+        ClusterQueue names one, none (one implicit cohort) and the queues neither borrow nor lend (limits 0)."""
+        objs = self.of("kueue.x-k8s.io", "Cohort")
+        if not any(t.cohort for t in cqs):
+            for team in cqs:
+                team.isolate()
+            for obj in objs:
+                self.warnings.add(obj.where, "", "no ClusterQueue is in a cohort: the Cohort is not imported")
+            return
+        cohorts = self.queues.cohorts
+        for obj in objs:
+            spec = self.attempt(kueue_cohort, obj, flavors, self.warnings, others)
+            if spec is None:
+                continue
+            if spec.name in cohorts:
+                self.problems.append(Problem(obj.where, "metadata.name", f"cohort '{spec.name}' is declared twice"))
+            cohorts[spec.name] = spec
+        named = [t.cohort for t in cqs] + [c.parent for c in list(cohorts.values())]
+        for name in named:
+            if name and name not in cohorts:
+                cohorts[name] = CohortSpec(name, f"cohort {name} (named, no Cohort object)")

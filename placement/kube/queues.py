@@ -2,12 +2,17 @@
 
 All three are quota objects over one shared pool of GPUs, and placement/v1 models the Kueue
 flavour of it (placement/teams.py): a nominal share, a borrowing limit above it, a lending limit
-on the idle part, all teams in one cohort. The mappings:
+on the idle part, borrowed within a cohort. The mappings:
 
 * Kueue ClusterQueue: per flavor, `nominalQuota`, `borrowingLimit`, `lendingLimit` of
   `nvidia.com/gpu`. A flavor becomes a quota scope when its `nodeLabels` select exactly the GPU
-  nodes of one pool, one GPU model or both (or all GPU nodes: the cluster-wide quota). A queue
-  without a cohort neither borrows nor lends (limits 0). `fairSharing.weight` is the team weight.
+  nodes of one pool, one GPU model or both (or all GPU nodes: the cluster-wide quota).
+  `spec.cohort` (`cohortName`) is the team's cohort; a queue without one neither borrows nor lends.
+  `fairSharing.weight` is the team weight.
+* Kueue Cohort: a cohort of the request with its `parent` (`parentName`) and its own quota, mapped
+  per flavor as a ClusterQueue's; every cohort a ClusterQueue or Cohort names is declared, Cohort
+  object or not. When no ClusterQueue names a cohort, none is declared (one implicit cohort), and
+  the queues' limits are 0 instead.
 * Volcano Queue: `deserved` is the nominal share, `guarantee` the part never lent (lending limit
   = deserved − guarantee), `capability` the ceiling (borrowing limit = capability − deserved),
   `weight` the team weight.
@@ -18,7 +23,7 @@ on the idle part, all teams in one cohort. The mappings:
   `kai-unassigned`, which lends them all.
 
 A ClusterQueue's `preemption` (withinClusterQueue, reclaimWithinCohort, borrowWithinCohort) is its
-team's `preemption` rules. Queue hierarchies and queue priorities have no v1 field: each is
+team's `preemption` rules. Volcano and KAI queue hierarchies and queue priorities have no v1 field: each is
 reported as a warning. A flavor's CPU and memory quotas count the nodes it selects: on a flavor
 that selects every node (Kueue's `default-flavor` without labels) they are the cluster-wide
 `quota.cpu` and `quota.memory_gib`; on any other they are the flavor's own `cpu` and `memory_gib`
@@ -30,6 +35,7 @@ flavor whose nodes cannot get one is reported.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -64,15 +70,24 @@ class TeamSpec:
     within: str = "Never"
     reclaim: str = "Never"
 
-    def preemptible(self, teams: list[TeamSpec]) -> bool:
-        """Kueue: its workloads may be evicted by higher priority in the queue, or reclaimed by a cohort mate."""
+    def preemptible(self, teams: list[TeamSpec], root: Callable[[str | None], str | None]) -> bool:
+        """Kueue: its workloads may be evicted by higher priority in the queue, or reclaimed by a mate in its
+        cohort tree (`root`: a cohort's root)."""
         if not self.kueue:
             return False
-        return self.within != "Never" or any(t is not self and t.kueue and t.cohort is not None
-                                             and t.cohort == self.cohort and t.reclaim != "Never" for t in teams)
+        mine = root(self.cohort)
+        return self.within != "Never" or any(t is not self and t.kueue and mine is not None
+                                             and root(t.cohort) == mine and t.reclaim != "Never" for t in teams)
+
+    def isolate(self) -> None:
+        """Neither borrow nor lend: every limit 0 (a ClusterQueue without a cohort when no cohort is declared)."""
+        for quota in [*self.quotas.values(), *self.other.values(), *self.flavor_other.values()]:
+            quota.update(borrowing_limit=0, lending_limit=0)
 
     def wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "weight": self.weight}
+        if self.cohort is not None:
+            out["cohort"] = self.cohort
         if self.preemption is not None:
             out["preemption"] = self.preemption
         if self.quotas or self.flavor_other:
@@ -96,8 +111,29 @@ class TeamSpec:
 
 
 @dataclass
+class CohortSpec:
+    """A Kueue cohort: its parent and its own quota (a TeamSpec's quotas, None: no Cohort object)."""
+
+    name: str
+    where: str
+    parent: str | None = None
+    quota: TeamSpec | None = None
+
+    def wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name}
+        if self.parent is not None:
+            out["parent"] = self.parent
+        quota = self.quota.wire().get("quota") if self.quota is not None else None
+        if quota:
+            out["quota"] = quota
+        return out
+
+
+@dataclass
 class Queues:
     teams: dict[str, TeamSpec] = field(default_factory=dict)
+    #: Kueue cohorts by name (empty: no ClusterQueue names one, all teams form one implicit cohort)
+    cohorts: dict[str, CohortSpec] = field(default_factory=dict)
     #: (namespace, LocalQueue name) -> ClusterQueue name
     local_queues: dict[tuple[str, str], str] = field(default_factory=dict)
     #: ResourceFlavor name -> names of the nodes it selects
@@ -110,6 +146,16 @@ class Queues:
             obj.view().fail("metadata.name", f"queue '{team.name}' is also declared by {self.teams[team.name].where}; "
                             "queue names become team names and must be unique")
         self.teams[team.name] = team
+
+    def root(self, cohort: str | None) -> str | None:
+        """The root of a cohort's tree (None for no cohort)."""
+        seen: set[str] = set()
+        while cohort is not None and cohort not in seen and cohort in self.cohorts:
+            seen.add(cohort)
+            if self.cohorts[cohort].parent is None:
+                return cohort
+            cohort = self.cohorts[cohort].parent
+        return cohort
 
 
 def _gpus(view: View, key: str) -> Fraction | None:
@@ -332,8 +378,8 @@ def cluster_queue(obj: Obj, flavors: dict[str, Scope | None], warnings: Warnings
     """A ClusterQueue -> a team; `flavors`: each flavor's GPU scope, `others`: its CPU and memory scope
     (`resource_scope`: CLUSTER for a flavor on every node, whose quotas are the cluster-wide ones)."""
     spec = obj.view().sub("spec")
-    cohort = spec.text("cohortName") or spec.text("cohort") or (obj.name if obj.kind == "Cohort" else None)
-    weight = _fair_weight(obj, spec, warnings)
+    cohort = None if obj.kind == "Cohort" else spec.text("cohortName") or spec.text("cohort")
+    weight = 1.0 if obj.kind == "Cohort" else _fair_weight(obj, spec, warnings)
     preemption = spec.sub("preemption")
     team = TeamSpec(obj.name, obj.where, weight=weight, kueue=True, cohort=cohort,
                     within=preemption.text("withinClusterQueue", "Never") or "Never",
@@ -350,17 +396,17 @@ def cluster_queue(obj: Obj, flavors: dict[str, Scope | None], warnings: Warnings
             for r in f.items("resources"):
                 resource = r.text("name", required=True)
                 if resource == GPU:
-                    _kueue_resource(obj, team, name, flavors[name], r, cohort, warnings)
+                    _kueue_resource(obj, team, name, flavors[name], r, warnings)
                 elif resource in ("cpu", "memory") and (others or {}).get(name) is not None:
-                    _kueue_other(team, resource, r, cohort, (others or {})[name])
+                    _kueue_other(team, resource, r, (others or {})[name])
                 else:
                     dropped.add(f"{resource} ({name})")
     if dropped:
         warnings.add(obj.where, "spec.resourceGroups", f"quotas on {', '.join(sorted(dropped))}: only {GPU}, cpu "
                      "and memory quotas are imported, and cpu and memory only of flavors whose nodes a pool, GPU "
                      "model or both form: not honoured")
-    if cohort is None and team.quotas:
-        warnings.add(obj.where, "spec.cohortName", "no cohort: the queue neither borrows nor lends (limits 0)")
+    if cohort is None and team.quotas and obj.kind != "Cohort":
+        warnings.add(obj.where, "spec.cohortName", "no cohort: the queue neither borrows nor lends")
     for key in ("flavorFungibility", "admissionChecks", "admissionChecksStrategy", "namespaceSelector",
                 "stopPolicy", "admissionScope"):
         if spec.value.get(key):  # an empty selector selects everything: nothing to honour
@@ -371,24 +417,19 @@ def cluster_queue(obj: Obj, flavors: dict[str, Scope | None], warnings: Warnings
     return team
 
 
-def cohort_team(obj: Obj, flavors: dict[str, Scope | None], warnings: Warnings,
-                others: dict[str, Scope | None] | None = None) -> TeamSpec:
-    """A Kueue Cohort's own quota: GPUs (and CPU, memory) every member may borrow. It becomes a team
-    `cohort-<name>` that runs nothing, never borrows and lends its nominal within the limits the
-    Cohort sets; one cohort per request, so a hierarchy is flattened (reported)."""
+def kueue_cohort(obj: Obj, flavors: dict[str, Scope | None], warnings: Warnings,
+                 others: dict[str, Scope | None] | None = None) -> CohortSpec:
+    """A Kueue Cohort -> a cohort: its parent, and its own quota (GPUs, CPU, memory per flavor, as a
+    ClusterQueue's) that its subtree may use; its limits bound what the subtree borrows from and lends to
+    the parent."""
     spec = obj.view().sub("spec")
-    team = cluster_queue(obj, flavors, warnings, others)
-    team.name, team.preemption = f"cohort-{obj.name}", None
-    for quota in [*team.quotas.values(), *team.other.values(), *team.flavor_other.values()]:
-        quota["borrowing_limit"] = 0
+    quota = cluster_queue(obj, flavors, warnings, others)
+    quota.preemption = None
     parent = spec.text("parentName") or spec.text("parent")
-    if parent:
-        warnings.add(obj.where, "spec.parentName", f"cohort hierarchy: flattened into one cohort (parent '{parent}'); "
-                     "the parent's quota is lent to every queue")
     if spec.has("fairSharing"):
         warnings.add(obj.where, "spec.fairSharing", "a cohort's fair-sharing weight: not honoured (teams share by "
                      "their own weights)")
-    return team
+    return CohortSpec(obj.name, obj.where, parent or None, quota)
 
 
 _WITHIN = {"Never": "never", "LowerPriority": "lower_priority",
@@ -418,7 +459,7 @@ def _kueue_preemption(view: View) -> dict[str, Any]:
     return out
 
 
-def _kueue_other(team: TeamSpec, resource: str, r: View, cohort: str | None, scope: Scope) -> None:
+def _kueue_other(team: TeamSpec, resource: str, r: View, scope: Scope) -> None:
     """A flavor's CPU (cores) or memory (GiB) quota -> the team's cluster-wide quota (a flavor on every node) or
     its quota on the flavor's scope; two flavors on the same nodes add up, as their GPU quotas do."""
     scale = Fraction(1) if resource == "cpu" else Fraction(1, GIB)
@@ -429,8 +470,6 @@ def _kueue_other(team: TeamSpec, resource: str, r: View, cohort: str | None, sco
             values[out] = float(_nonnegative(r, key) * scale)
     if "nominal" not in values:
         r.fail("nominalQuota", "required")
-    if cohort is None:
-        values.update(borrowing_limit=0, lending_limit=0)
     old = (team.other.setdefault(resource, {}) if scope == CLUSTER
            else team.flavor_other.setdefault((resource, scope), {}))
     for k, v in values.items():
@@ -452,7 +491,7 @@ def _fair_weight(obj: Obj, spec: View, warnings: Warnings) -> float:
     return weight
 
 
-def _kueue_resource(obj: Obj, team: TeamSpec, flavor: str, scope: Scope | None, r: View, cohort: str | None,
+def _kueue_resource(obj: Obj, team: TeamSpec, flavor: str, scope: Scope | None, r: View,
                     warnings: Warnings) -> None:
     if scope is None:
         warnings.add(obj.where, r.where(), f"flavor '{flavor}' selects GPU nodes that no pool, GPU model or both "
@@ -465,8 +504,6 @@ def _kueue_resource(obj: Obj, team: TeamSpec, flavor: str, scope: Scope | None, 
             values[out] = _whole(r, key, _nonnegative(r, key))
     if "nominal" not in values:
         r.fail("nominalQuota", "required")
-    if cohort is None:
-        values.update(borrowing_limit=0, lending_limit=0)
     if scope in team.quotas:
         old = team.quotas[scope]
         warnings.add(obj.where, r.where(), f"two flavors form the same scope {scope}: their quotas are added")

@@ -83,8 +83,11 @@ def test_topology_with_hostname_above_another_level_names_the_object() -> None:
 
 def test_cohort_quota_is_lent_to_its_cluster_queues() -> None:
     imported = load(NODES, "kueue-cohorts")
-    teams = {t.name: t for t in imported.request.teams}
-    assert teams["cohort-ml-org"].quota.gpus.nominal == 16 and teams["cohort-ml-org"].quota.gpus.borrowing_limit == 0
+    request = imported.request
+    assert {t.name: t.cohort for t in request.teams} == {"team-a-cq": "ml-org", "team-b-cq": "ml-org"}
+    (cohort,) = request.cohorts
+    assert cohort.name == "ml-org" and cohort.parent is None and cohort.quota.gpus.nominal == 16
+    assert not _warned(imported, "flattened")
     result = plan(imported.request)
     assert verify(imported.request, result) == []
     assert {a.job for a in result.assignments} == {"team-a/train-a"}  # the cohort's 16 GPUs, first come
