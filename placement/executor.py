@@ -155,13 +155,25 @@ class LocalExecutor(Executor):
         worker processes are terminated (``_processes`` is private but stable since Python 3.3)."""
         for h in handles:
             h.cancel()
+        seen: dict[int, Any] = {}
         processes = list((getattr(self._pool, "_processes", None) or {}).values())
         self._pool.shutdown(wait=False, cancel_futures=True)
-        for p in processes:
+        for _ in range(3):  # the pool's manager thread may still start a worker while it shuts down: look again
+            processes += list((getattr(self._pool, "_processes", None) or {}).values())
+            fresh = [p for p in processes if id(p) not in seen]
+            if not fresh:
+                break
+            for p in fresh:
+                seen[id(p)] = p
+                if p.is_alive():
+                    p.terminate()
+            for p in fresh:
+                p.join(timeout=5)
+            time.sleep(0.05)
+        for p in seen.values():  # one that ignored SIGTERM while starting up under load
             if p.is_alive():
-                p.terminate()
-        for p in processes:
-            p.join(timeout=5)
+                p.kill()
+                p.join(timeout=5)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
