@@ -23,7 +23,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from placement.compile.context import ModelContext
-from placement.compile.priority import nominal_bonus
+from placement.compile.priority import nominal_bonus, with_nominal
 from placement.compile.quota import bounds, quantum
 from placement.holdings import held_in, pod_milli, running_use, task_milli
 from placement.problem import Problem
@@ -43,6 +43,10 @@ def apply(ctx: ModelContext) -> None:
     if not candidates:
         return
     step = quantum(problem)
+    uses = {j: _use(ctx, j) for j in candidates}  # each job's (variable, node, milli-GPU), read per scope
+    by_team: dict[int, list[int]] = {}
+    for j in candidates:
+        by_team.setdefault(problem.job_team[j], []).append(j)
     within: dict[int, cp_model.IntVar] = {}
     credit: dict[int, cp_model.IntVar] = {}
     asked: dict[int, int] = {}
@@ -57,7 +61,7 @@ def apply(ctx: ModelContext) -> None:
             ctx.in_nominal.setdefault(level, []).append((flag, fixed))
             top = fixed
         else:
-            variables, coefs = _use(ctx, j, None)
+            variables, coefs = _on(uses[j], None)
             top = sum(c * bounds(v)[1] for v, c in zip(variables, coefs, strict=True))
             units = ctx.model.new_int_var(0, top // step, f"within_credit[{j}]")
             ctx.model.add(step * units <= cp_model.LinearExpr.weighted_sum(variables, coefs))
@@ -68,17 +72,17 @@ def apply(ctx: ModelContext) -> None:
         team = problem.job_team[j]
         asked[team] = asked.get(team, 0) + top
     for team, most in asked.items():  # what the term can add for the whole request, trimmed model or not
-        top_bonus = max(bonus[problem.jobs[j].priority] for j in candidates if problem.job_team[j] == team)
+        top_bonus = max(bonus[problem.jobs[j].priority] for j in by_team[team])
         ctx.objective.cap("quota", top_bonus * weight * most / MILLI)
     shares: list[tuple[int, int, int, cp_model.IntVar]] = []  # (scope, team, job, c)
     for s, scope in enumerate(index.scopes):
         running = _running(ctx, scope.mask)
         for team in asked:
-            jobs = [j for j in within if problem.job_team[j] == team]
+            jobs = by_team[team]
             terms: list[cp_model.IntVar] = []
             weights: list[int] = []
             for j in jobs:
-                variables, coefs = _use(ctx, j, scope.mask)
+                variables, coefs = _on(uses[j], scope.mask)
                 if not variables:
                     continue
                 if candidates[j] is not None and _inside(ctx, j, scope.mask):
@@ -120,7 +124,7 @@ def _candidates(problem: Problem, bonus: dict[int, float]) -> dict[int, int | No
     with its milli-GPU when that is fixed (rigid, same on every node), else None."""
     index = problem.teams
     assert index is not None
-    holds = [any(int(scope.nominal[team]) > 0 for scope in index.scopes) for team in range(index.size)]
+    holds = with_nominal(problem)
     offered = {problem.tasks[p.alternative].job for p in pairs(problem)}  # pods split between two tasks
     out: dict[int, int | None] = {}
     for j, job in enumerate(problem.jobs):
@@ -143,19 +147,24 @@ def _inside(ctx: ModelContext, j: int, mask: np.ndarray) -> bool:
     return all(bool(mask[ctx.candidates[t]].all()) for t in ctx.problem.job_tasks[j])
 
 
-def _use(ctx: ModelContext, j: int, mask: np.ndarray | None) -> tuple[list[cp_model.IntVar], list[int]]:
-    """Job j's milli-GPU in the model, on `mask` nodes (all when None), as (variables, coefficients)."""
-    variables: list[cp_model.IntVar] = []
-    coefs: list[int] = []
+def _use(ctx: ModelContext, j: int) -> list[tuple[cp_model.IntVar, int, int]]:
+    """Job j's pod counts in the model as (variable, node, milli-GPU a pod takes there), GPU pods only."""
+    out: list[tuple[cp_model.IntVar, int, int]] = []
     for t in ctx.problem.job_tasks[j]:
         cand = ctx.candidates[t]
         if not len(cand):
             continue
         for var, n, c in zip(ctx.x[t], cand.tolist(), task_milli(ctx.problem, t, cand).tolist(), strict=True):
-            if c and (mask is None or mask[n]):
-                variables.append(var)
-                coefs.append(int(c))
-    return variables, coefs
+            if c:
+                out.append((var, n, int(c)))
+    return out
+
+
+def _on(use: list[tuple[cp_model.IntVar, int, int]], mask: np.ndarray | None) -> tuple[list[cp_model.IntVar],
+                                                                                      list[int]]:
+    """A job's use (`_use`) on `mask` nodes (all when None), as (variables, coefficients)."""
+    kept = [(var, c) for var, n, c in use if mask is None or mask[n]]
+    return [var for var, _ in kept], [c for _, c in kept]
 
 
 def _running(ctx: ModelContext, mask: np.ndarray) -> dict[int, tuple[list[cp_model.IntVar], list[int], int]]:

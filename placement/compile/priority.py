@@ -68,7 +68,7 @@ def _tiers(problem: Problem) -> tuple[dict[int, float], dict[int, float]]:
     return cached  # type: ignore[return-value]
 
 
-def _with_nominal(problem: Problem) -> list[bool]:
+def with_nominal(problem: Problem) -> list[bool]:
     """Per team: does it hold a nominal GPU quota somewhere (so its work may rank in the within-nominal tiers)?"""
     index = problem.teams
     if index is None or not index.scopes:
@@ -83,7 +83,7 @@ def strict_weights(problem: Problem) -> tuple[dict[int, float], dict[int, float]
     inside: dict[int, float] = {}
     smallest: dict[int, float] = {}
     smallest_in: dict[int, float] = {}
-    teams = _with_nominal(problem)
+    teams = with_nominal(problem)
     for t, task in enumerate(problem.tasks):
         job = task.job
         level = problem.jobs[job].priority
