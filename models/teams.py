@@ -152,8 +152,17 @@ class Cohort(Strict):
 
     Its quota's `borrowing_limit` caps what the subtree takes from the parent, `lending_limit` what the
     parent may take from the subtree's idle lendable quota; `nominal` is lendable to the subtree itself.
+
+    `weight` is Kueue's `spec.fairSharing.weight` of a Cohort: how strongly the subtree claims its parent's
+    borrowable GPUs against its siblings (teams and cohorts of the same parent). The fair share multiplies
+    the weight of every team below the cohort by it (placement/teams.py, `fair_weights`), so a cohort of
+    weight 2 claims twice what it would with weight 1. A root cohort has no siblings: its weight changes
+    nothing. Kueue's weight 0 (borrow only what nobody else wants) has no exact counterpart: the Kubernetes
+    importer maps it to 0.001, as for a ClusterQueue, and says so.
     """
 
     name: Name
     parent: Name | None = None
     quota: Quota | None = None
+    #: fair-sharing weight against the sibling teams and cohorts under the same parent (unused on a root)
+    weight: float = Field(1.0, gt=0, le=MAX_WEIGHT)

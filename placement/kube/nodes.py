@@ -15,9 +15,16 @@ What Kubernetes says about a node's GPUs (docs/hardware.md §4, §6):
   instances of each profile a node offers; the exact slots only matter for re-partitioning.
 * Time-slicing and MPS: `nvidia.com/gpu.replicas` and `nvidia.com/gpu.sharing-strategy` make every
   GPU of the node a shared GPU (node.sharing) with that many replicas.
-* Sharing on MIG devices (GFD's `-SHARED` products, `nvidia.com/mig-<profile>-SHARED` or `.shared`
-  resources, per-profile replicas labels): v1 shares whole GPUs only, so each MIG instance is read
-  once (offered count / replicas) and held by one pod; a warning says so.
+* Sharing on MIG devices (the device plugin's time-slicing or MPS on MIG resources: GFD's `-SHARED`
+  MIG products with `nvidia.com/gpu.replicas` under strategy single, or `nvidia.com/gpu.shared`; under
+  strategy mixed `nvidia.com/mig-<profile>.shared` resources with `renameByDefault`, else
+  `nvidia.com/mig-<profile>` with a `nvidia.com/mig-<profile>.replicas` label above 1): each instance is
+  offered as N replicas, N pods taking 1/N of it each. placement/v1 cannot express that: a GPU is
+  MIG-partitioned or shared, never both (models: Node.mig/sharing, Task and RunningPod take a MIG
+  instance or a GPU share), and modelling a share of an instance would touch the request, the solver's
+  MIG and sharing constraints, the decoder and the verifier. Reading each instance as unshared would
+  plan N times fewer pods there than Kubernetes runs, and could not place the running pods that share
+  one, so such a node is refused, naming the field that shares its MIG devices (`refuse_shared_mig`).
 * `nvidia.com/gpu.clique` (multi-node NVLink, GB200 NVL72) is the node's nvlink_domain.
 * What a pod's `nvidia.com/gpu` means on these nodes is placement.kube.demand's.
 """
@@ -28,7 +35,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, NoReturn
 
 from placement import catalog, devices
 from placement.catalog import MigGeometry, MigProfile
@@ -186,11 +193,13 @@ def _gpus(info: NodeInfo, status: View, allocatable: dict[str, Fraction], capaci
     for name, q in allocatable.items():
         if name.startswith(MIG_PREFIX) and _whole(alloc, q, name) > 0:
             profile = shared_profile(name[len(MIG_PREFIX):])
-            replicas = (_label_int(info, f"{name}.replicas") or _label_int(info, f"{MIG_PREFIX}{profile}.replicas")
-                        or (_label_int(info, REPLICAS) if profile != name[len(MIG_PREFIX):] else None) or 1)
-            if profile != name[len(MIG_PREFIX):] or replicas > 1:
-                _shared_mig(info, name, replicas, warnings)
-            mig_counts[profile] = mig_counts.get(profile, 0) + _whole(alloc, q, name) // replicas
+            if profile != name[len(MIG_PREFIX):]:  # renamed by the device plugin: a shared MIG device
+                refuse_shared_mig(info, f"status.allocatable.{name}", _mig_replicas(info, name, profile))
+            label = next((k for k in (f"{name}.replicas", f"{MIG_PREFIX}{profile}.replicas")
+                          if (_label_int(info, k) or 1) > 1), None)
+            if label is not None:
+                refuse_shared_mig(info, f"metadata.labels.{label}", _label_int(info, label))
+            mig_counts[profile] = mig_counts.get(profile, 0) + _whole(alloc, q, name)
     product = labels.get(PRODUCT)
     if not (whole or shared or mig_counts):
         if product and (_label_int(info, COUNT) or 0) > 0:
@@ -213,9 +222,12 @@ def _gpus(info: NodeInfo, status: View, allocatable: dict[str, Fraction], capaci
     sharing = _sharing(info)
     if info.strategy == "single" and "-MIG-" in product.upper():
         if sharing is not None:  # the device plugin offers each MIG device `replicas` times
-            _shared_mig(info, GPU, sharing[1], warnings)
-            count = count if count is not None else whole // sharing[1]
-        _single(info, model.mig, shared_profile(product), whole, count, warnings)
+            refuse_shared_mig(info, f"metadata.labels.{REPLICAS}", sharing[1])
+        if shared:
+            refuse_shared_mig(info, f"status.allocatable.{GPU_SHARED}", None)
+        if shared_profile(product) != product:
+            refuse_shared_mig(info, f"metadata.labels.{PRODUCT}", None)
+        _single(info, model.mig, product, whole, count, warnings)
     elif mig_counts:  # strategy mixed in use (with no instance anywhere, missing GPUs are unhealthy ones)
         _mixed(info, model.mig, whole, mig_counts, count, warnings)
     elif sharing is not None:
@@ -275,10 +287,21 @@ def shared_profile(name: str) -> str:
     return name
 
 
-def _shared_mig(info: NodeInfo, resource: str, replicas: int, warnings: Warnings) -> None:
-    warnings.add(info.obj.where, f"status.allocatable.{resource}", f"MIG devices shared {replicas} ways "
-                 "(time-slicing/MPS on MIG): placement/v1 shares whole GPUs only, so each MIG instance is imported "
-                 "as one instance held by one pod (a pod asking for a shared MIG device takes the instance)")
+def _mig_replicas(info: NodeInfo, name: str, profile: str) -> int | None:
+    """How many ways GFD says a MIG resource is shared (its own or its profile's replicas label, else the node's)."""
+    return (_label_int(info, f"{name}.replicas") or _label_int(info, f"{MIG_PREFIX}{profile}.replicas")
+            or _label_int(info, REPLICAS))
+
+
+def refuse_shared_mig(info: NodeInfo, field_: str, replicas: int | None) -> NoReturn:
+    """Refuse a node whose MIG devices the device plugin shares (time-slicing/MPS): see the module docstring."""
+    ways = f"{replicas} ways" if replicas and replicas > 1 else "by time-slicing or MPS"
+    info.obj.view().fail(field_, f"MIG devices shared {ways} (the device plugin's sharing on MIG instances): "
+                         "placement/v1 cannot express pods sharing one MIG instance (a pod takes a whole instance, "
+                         "or a share of an unpartitioned GPU), and reading each instance as held by one pod would "
+                         "plan fewer pods than the node runs; turn sharing off for the node's MIG resources "
+                         "(sharing.timeSlicing/mps in the device plugin's config), or leave the node out of the "
+                         "input (pods bound to it are then ignored)")
 
 
 def _profile(info: NodeInfo, geo: MigGeometry | None, name: str, where: str = "status.allocatable") -> MigProfile:

@@ -8,7 +8,9 @@ GPU requests map to the wire format's three kinds of GPU demand: `nvidia.com/gpu
 `nvidia.com/mig-<profile>: 1` one MIG instance, and a share of a time-sliced/MPS GPU (KAI's
 `gpu-fraction`/`gpu-memory` annotations, or the device plugin's renamed `nvidia.com/gpu.shared`).
 A pod that mixes them, or asks for two MIG instances, cannot be expressed and is an error: placing
-it as something smaller would overcommit the node. Scheduling rules the request cannot carry
+it as something smaller would overcommit the node. So is a pod asking for a shared MIG device by its
+renamed resource (`nvidia.com/mig-<profile>.shared`): a share of a MIG instance has no v1 form
+(placement.kube.nodes refuses the nodes that offer them, for the same reason). Scheduling rules the request cannot carry
 (pod affinity, spread constraints, host ports, other extended resources) become warnings.
 """
 
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, NoReturn
 
 from placement.catalog import normalize_profile
 from placement.kube.nodes import GPU, GPU_SHARED, MIG_PREFIX, quantities, shared_profile
@@ -83,6 +85,9 @@ def read_shape(spec: View, annotations: dict[str, str], meta: View, warnings: Wa
     memory = need.pop("memory", Fraction(0))
     gpus = _count(spec, need.pop(GPU, Fraction(0)), GPU)
     shared = _count(spec, need.pop(GPU_SHARED, Fraction(0)), GPU_SHARED)
+    for name in sorted(need):
+        if name.startswith(MIG_PREFIX) and shared_profile(name) != name and need[name] > 0:
+            _refuse_shared_mig(spec, name)
     migs = {normalize_profile(shared_profile(k)): _count(spec, v, k) for k, v in list(need.items())
             if k.startswith(MIG_PREFIX)}
     for k in list(need):
@@ -109,6 +114,19 @@ def read_shape(spec: View, annotations: dict[str, str], meta: View, warnings: Wa
     return Shape(cpu=cpu, memory=memory, gpus=gpus, mig_profile=next(iter(migs), None), gpu_share=fraction,
                  gpu_memory=gpu_memory, shared_replicas=shared, node_selector=tuple(sorted(_selector(spec,
                  warnings).items())), tolerations=tuple(read_tolerations(spec)))
+
+
+def _refuse_shared_mig(spec: View, name: str) -> NoReturn:
+    """A pod asking for a shared MIG device: fail naming the container field that asks for it."""
+    for key in ("containers", "initContainers"):
+        for c in spec.items(key):
+            for part in ("limits", "requests"):
+                resources = c.sub("resources").sub(part)
+                if resources.has(name):
+                    resources.fail(name, f"a shared MIG device ({shared_profile(name)[len(MIG_PREFIX):]} shared by "
+                                   "time-slicing or MPS): placement/v1 cannot express a pod taking a share of a MIG "
+                                   "instance; ask for a whole instance or a share of an unpartitioned GPU")
+    spec.fail("containers", f"{name}: a shared MIG device cannot be expressed")  # only via spec.overhead
 
 
 def _container(c: View) -> dict[str, Fraction]:

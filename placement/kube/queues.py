@@ -12,7 +12,10 @@ on the idle part, borrowed within a cohort. The mappings:
 * Kueue Cohort: a cohort of the request with its `parent` (`parentName`) and its own quota, mapped
   per flavor as a ClusterQueue's; every cohort a ClusterQueue or Cohort names is declared, Cohort
   object or not. When no ClusterQueue names a cohort, none is declared (one implicit cohort), and
-  the queues' limits are 0 instead.
+  the queues' limits are 0 instead. `fairSharing.weight` is the cohort's weight: the fair share
+  multiplies the weights of the teams below it by it (placement/teams.py `fair_weights`); on a root
+  cohort it has no sibling to weigh against and changes nothing (a warning says so). Weight 0, on a
+  ClusterQueue or a Cohort, is imported as 0.001 with a warning.
 * Volcano Queue: `deserved` is the nominal share, `guarantee` the part never lent (lending limit
   = deserved − guarantee), `capability` the ceiling (borrowing limit = capability − deserved),
   `weight` the team weight.
@@ -118,11 +121,14 @@ class CohortSpec:
     where: str
     parent: str | None = None
     quota: TeamSpec | None = None
+    weight: float = 1.0  # spec.fairSharing.weight
 
     def wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name}
         if self.parent is not None:
             out["parent"] = self.parent
+        if self.weight != 1.0:
+            out["weight"] = self.weight
         quota = self.quota.wire().get("quota") if self.quota is not None else None
         if quota:
             out["quota"] = quota
@@ -426,10 +432,11 @@ def kueue_cohort(obj: Obj, flavors: dict[str, Scope | None], warnings: Warnings,
     quota = cluster_queue(obj, flavors, warnings, others)
     quota.preemption = None
     parent = spec.text("parentName") or spec.text("parent")
-    if spec.has("fairSharing"):
-        warnings.add(obj.where, "spec.fairSharing", "a cohort's fair-sharing weight: not honoured (teams share by "
-                     "their own weights)")
-    return CohortSpec(obj.name, obj.where, parent or None, quota)
+    weight = _fair_weight(obj, spec, warnings)
+    if spec.sub("fairSharing").has("weight") and not parent:
+        warnings.add(obj.where, "spec.fairSharing.weight", "a root cohort has no sibling to share with: its "
+                     "fair-sharing weight changes nothing")
+    return CohortSpec(obj.name, obj.where, parent or None, quota, weight)
 
 
 _WITHIN = {"Never": "never", "LowerPriority": "lower_priority",

@@ -3,7 +3,8 @@ queues, priorities and GPU sharing, on manifests in the shape their docs publish
 
 Each test imports, plans, and checks the placements are the ones the device plugin and the
 scheduler would give: shared replicas on time-sliced and MPS nodes, MIG instances under strategy
-single, KAI fractions on any GPU, KAI's over-quota use of idle GPUs.
+single, KAI fractions on any GPU, KAI's over-quota use of idle GPUs. MIG devices the device plugin
+shares (time-slicing/MPS on MIG instances) have no v1 form: those nodes and pods are refused.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def _warned(imported, *parts: str) -> bool:  # type: ignore[no-untyped-def]
 
 
 # --------------------------------------------------------------------------------------------
-# Device plugin: time-slicing, MPS, MIG single, MIG with sharing
+# Device plugin: time-slicing, MPS, MIG single
 
 
 def test_time_sliced_gpu_request_is_a_shared_replica_and_all_five_pods_run() -> None:
@@ -59,28 +60,87 @@ def test_mig_single_strategy_gpu_request_takes_one_instance() -> None:
     assert [p.job for p in result.pending] == []
 
 
-def test_mig_with_sharing_is_read_as_its_instances() -> None:
-    imported = load("device-plugin")
-    nodes = {n.name: n for n in imported.request.cluster.nodes}
-    assert sum(len(layout) for layout in nodes["a100-single-shared-0"].mig.values()) == 7  # 14 offered / 2
-    assert [len(layout) for layout in nodes["a100-mixed-shared-0"].mig.values()] == [7]
-    assert _warned(imported, "a100-mixed-shared-0", "nvidia.com/mig-1g.5gb-SHARED", "shared 2 ways")
-    (task,) = _jobs(imported)["default/mig-shared-vectoradd"].tasks
-    assert task.mig_profile == "1g.5gb"
-    result = plan(imported.request)
-    (a,) = [a for a in result.assignments if a.job == "default/mig-shared-vectoradd"]
-    assert a.node == "a100-mixed-shared-0"
-
-
 def test_an_unknown_mig_profile_blames_the_product_label() -> None:
     objects = docs("device-plugin/nodes.yaml")
-    node = find(objects, "Node", "a100-single-shared-0")
-    node["metadata"]["labels"]["nvidia.com/gpu.product"] = "NVIDIA-A100-SXM4-40GB-MIG-9g.99gb-SHARED"
+    node = find(objects, "Node", "a100-single-0")
+    node["metadata"]["labels"]["nvidia.com/gpu.product"] = "NVIDIA-A100-SXM4-40GB-MIG-9g.99gb"
     with pytest.raises(KubeError) as exc:
         import_documents(objects)
     message = str(exc.value)
-    assert "Node a100-single-shared-0 (input #4): metadata.labels.nvidia.com/gpu.product:" in message
+    assert "Node a100-single-0 (input #" in message and "metadata.labels.nvidia.com/gpu.product:" in message
     assert "no MIG profile '9g.99gb'" in message
+
+
+# --------------------------------------------------------------------------------------------
+# Sharing on MIG devices (time-slicing/MPS on MIG instances): no v1 form, so refused
+
+
+def _refused(*parts: str) -> list[str]:
+    with pytest.raises(KubeError) as exc:
+        load(*parts)
+    return [str(p) for p in exc.value.problems]
+
+
+def test_time_sliced_mig_devices_under_strategy_single_refuse_the_node_and_name_the_replicas_label() -> None:
+    # 28 nvidia.com/gpu = 7 instances x 4 replicas, two running pods hold a replica each: not expressible
+    (problem,) = _refused("mig-shared/single.yaml")
+    assert problem.startswith("Node a100-ts-single-0 (single.yaml #1): metadata.labels.nvidia.com/gpu.replicas: "
+                              "MIG devices shared 4 ways"), problem
+    assert "cannot express pods sharing one MIG instance" in problem
+    assert "leave the node out of the input" in problem
+
+
+def test_time_sliced_mig_devices_under_strategy_mixed_refuse_the_node_and_name_the_profile_replicas_label() -> None:
+    # three running pods on two 3g.40gb instances shared 2 ways: refused for the node, not for the third pod
+    (problem,) = _refused("mig-shared/mixed.yaml")
+    assert problem.startswith("Node a100-ts-mixed-0 (mixed.yaml #1): metadata.labels.nvidia.com/mig-3g.40gb.replicas: "
+                              "MIG devices shared 2 ways"), problem
+
+
+def test_renamed_shared_mig_resources_refuse_the_node_and_name_the_allocatable_resource() -> None:
+    (problem,) = _refused("mig-shared/renamed.yaml")
+    assert problem.startswith("Node h100-mps-mixed-0 (renamed.yaml #1): "
+                              "status.allocatable.nvidia.com/mig-1g.10gb.shared: MIG devices shared 3 ways"), problem
+
+
+def test_every_node_with_shared_mig_devices_is_named_in_one_run() -> None:
+    problems = _refused("device-plugin/nodes.yaml", "mig-shared")
+    assert sorted(p.split(":")[0] for p in problems) == ["Node a100-ts-mixed-0 (mixed.yaml #1)",
+                                                         "Node a100-ts-single-0 (single.yaml #1)",
+                                                         "Node h100-mps-mixed-0 (renamed.yaml #1)"]
+
+
+def test_a_shared_mig_product_without_replicas_is_refused_too() -> None:
+    objects = docs("mig-shared/single.yaml")
+    node = find(objects, "Node", "a100-ts-single-0")
+    del node["metadata"]["labels"]["nvidia.com/gpu.replicas"]
+    node["status"]["allocatable"]["nvidia.com/gpu"] = "7"
+    with pytest.raises(KubeError) as exc:
+        reimport(objects)
+    assert "metadata.labels.nvidia.com/gpu.product: MIG devices shared by time-slicing or MPS" in str(exc.value)
+
+
+def test_a_pod_asking_for_a_shared_mig_device_is_refused_naming_its_container_field() -> None:
+    objects = docs("device-plugin/nodes.yaml") + [d for d in docs("mig-shared/renamed.yaml") if d["kind"] != "Node"]
+    with pytest.raises(KubeError) as exc:
+        reimport(objects)
+    message = str(exc.value)
+    assert ("Job (batch) research/embed-batch (input #" in message
+            and "spec.template.spec.containers[0].resources.limits.nvidia.com/mig-1g.10gb.shared: a shared MIG "
+            "device (1g.10gb shared by time-slicing or MPS)" in message), message
+
+
+def test_without_the_shared_mig_node_its_pods_are_ignored_and_the_rest_plans() -> None:
+    # the refusal's advice: leave the node out; pods bound to it are ignored, the waiting one finds no node
+    objects = docs("device-plugin") + [d for d in docs("mig-shared/single.yaml") if d["kind"] != "Node"]
+    imported = reimport(objects)
+    assert "a100-ts-single-0" not in {n.name for n in imported.request.cluster.nodes}
+    assert _warned(imported, "lab/notebook-7c9d5-aaaaa", "bound to node 'a100-ts-single-0'", "ignored")
+    assert not any(r.job.startswith("lab/") for r in imported.request.cluster.running)
+    result = plan(imported.request)
+    assert verify(imported.request, result) == []
+    assert not any(a.job.startswith("lab/") for a in result.assignments)
+    assert any(p.job.startswith("lab/") for p in result.pending)
 
 
 def test_a_pod_whose_nodes_mix_kinds_takes_whole_gpus_and_says_so() -> None:
