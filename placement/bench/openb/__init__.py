@@ -17,6 +17,9 @@ Modules, each importing only from the ones listed before it:
 * :mod:`~placement.bench.openb.oracle` — where every policy's ceiling is, and the oracle that shows it;
 * :mod:`~placement.bench.openb.registry` — policy names → factories;
 * :mod:`~placement.bench.openb.replay` — the protocol (arrival order, replay loop, metric, ``run``);
+* :mod:`~placement.bench.openb.loop`, :mod:`~placement.bench.openb.loop_load`,
+  :mod:`~placement.bench.openb.loop_metrics` — the second protocol, ``--protocol departures``: pods
+  leave after their lifetime, waiting pods are retried every cycle (a scheduler loop over time);
 * :mod:`~placement.bench.openb.cli` — ``placement bench openb``: table, leftover summary, plot.
 
 Adding a policy: write a class with ``name``, ``prepare(ctx)`` and either

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from placement.bench.openb.loop_metrics import format_header, run_departures
+from placement.bench.openb.loop_metrics import format_table as format_loop_table
 from placement.bench.openb.registry import POLICIES
 from placement.bench.openb.replay import run
 from placement.bench.openb.trace import DataNotFound, list_traces, resolve_data_dir
@@ -155,7 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="placement bench openb", description=DESCRIPTION)
     ap.add_argument("--trace", default="default", help="trace name(s), comma-separated, or 'all' (default: default)")
     ap.add_argument("--policies", default="random,bestfit,fgd", help=f"comma-separated; known: {','.join(POLICIES)}")
-    ap.add_argument("--seeds", default="42-51", help="e.g. 42-51 or 42,43 (default: 42-51, the paper's)")
+    ap.add_argument(
+        "--seeds", default=None, help="e.g. 42-51 or 42,43 (default: 42-51, the paper's; 42 with departures)"
+    )
     ap.add_argument(
         "--data",
         type=Path,
@@ -166,10 +170,36 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plot", type=Path, default=None, help="write allocation-vs-load PNG here (needs matplotlib)")
     ap.add_argument("--limit-pods", type=int, default=None, help="replay only the first N arrivals (a quick slice)")
     ap.add_argument("--json", type=Path, default=None, help="also write all results as JSON here")
+    ap.add_argument(
+        "--protocol",
+        choices=("arrival", "departures"),
+        default="arrival",
+        help="arrival: the paper's, pods never leave (default); departures: pods run their lifetime and "
+        "leave, waiting pods are retried every cycle (placement.bench.openb.loop)",
+    )
+    ap.add_argument(
+        "--load",
+        type=float,
+        default=None,
+        help="departures: scale arrival gaps (lifetimes kept) so the offered load is this (default: real time)",
+    )
+    ap.add_argument("--cycle-s", type=float, default=None, help="departures: scheduling cycle, simulated s (60)")
+    ap.add_argument(
+        "--node-frac",
+        type=float,
+        default=None,
+        help="departures: keep this share of the nodes of every (model, GPUs) group, in (0, 1] (default: 1)",
+    )
     args = ap.parse_args(argv)
 
+    if args.protocol == "departures":
+        return _main_departures(args)
+    for opt, value in (("--load", args.load), ("--cycle-s", args.cycle_s), ("--node-frac", args.node_frac)):
+        if value is not None:
+            print(f"error: {opt} only applies to --protocol departures", file=sys.stderr)
+            return 2
     try:
-        seeds = parse_seeds(args.seeds)
+        seeds = parse_seeds(args.seeds or "42-51")
         data = resolve_data_dir(args.data)
         traces = list_traces(data) if args.trace == "all" else [t.strip() for t in args.trace.split(",") if t.strip()]
         policies = [p.strip().lower() for p in args.policies.split(",") if p.strip()]
@@ -204,6 +234,54 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"plot written to {out}")
         except ImportError:
             print("plot skipped: matplotlib is not installed (pip install matplotlib)")
+    return 0
+
+
+def _main_departures(args: argparse.Namespace) -> int:
+    """``--protocol departures``: the event-driven replay with departures, one Markdown table."""
+    load, cycle_s = args.load, 60.0 if args.cycle_s is None else args.cycle_s
+    node_frac = 1.0 if args.node_frac is None else args.node_frac
+    problem = None
+    if args.plot is not None:
+        problem = "--plot only applies to --protocol arrival"
+    elif args.trace == "all" or "," in args.trace:
+        problem = f"--trace: one trace at a time with --protocol departures, got {args.trace!r}"
+    elif load is not None and not (math.isfinite(load) and load > 0):
+        problem = f"--load must be a positive number, got {load}"
+    elif not (math.isfinite(cycle_s) and cycle_s > 0):
+        problem = f"--cycle-s must be a positive number of seconds, got {cycle_s}"
+    elif not (math.isfinite(node_frac) and 0 < node_frac <= 1):
+        problem = f"--node-frac must be in (0, 1], got {node_frac}"
+    elif args.limit_pods is not None and args.limit_pods < 1:
+        problem = f"--limit-pods must be ≥ 1, got {args.limit_pods}"
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+
+    def progress(row: dict[str, Any]) -> None:
+        print(f"# {row['policy']} seed {row['seed']}: {_fmt(row['alloc_avg_pct'])} % avg, wait mean "
+              f"{_fmt(row['wait_mean_h'], '.3f')} h ({row['seconds']:.1f} s)", file=sys.stderr, flush=True)
+
+    try:
+        seeds = parse_seeds(args.seeds or "42")
+        data = resolve_data_dir(args.data)
+        policies = [p.strip().lower() for p in args.policies.split(",") if p.strip()]
+        for p in policies:
+            if p not in POLICIES:
+                raise ValueError(f"--policies: unknown policy {p!r}; known: {', '.join(sorted(POLICIES))}")
+        out = run_departures(args.trace, policies, seeds, data, load=load, cycle_s=cycle_s,
+                             limit=args.limit_pods, node_frac=node_frac, progress=progress)
+    except (DataNotFound, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(format_header(out["setup"]))
+    print()
+    print(format_loop_table(out["rows"]))
+    if args.json is not None:
+        import json
+
+        args.json.write_text(json.dumps(out, indent=1, default=float))
+        print(f"results written to {args.json}")
     return 0
 
 
