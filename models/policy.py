@@ -266,10 +266,10 @@ class Policy(Strict):
     now: datetime | None = None
     #: a running job is never preempted before it has run this long (Slurm's PreemptExemptTime)
     min_runtime_s: float = Field(0.0, ge=0, le=MAX_SECONDS)
-    #: a pending job that has waited this long (since `submitted_at`) is starved: the oldest such jobs, up to
-    #: `max_reservations`, start now when they fit, else hold a reservation — the nodes where they fit first as
-    #: running jobs end (`expected_runtime_h`) — that this plan backfills only with work ending before it
-    #: (EASY backfill). Unset: no reservations
+    #: a pending job that has waited this long (since `submitted_at`) is starved: the first such jobs in
+    #: reservation order (highest class, then submission), up to `max_reservations`, start now when they fit,
+    #: else hold a reservation — the nodes where they fit first as running jobs end (`expected_runtime_h`) —
+    #: that this plan backfills only with work ending before it (EASY backfill). Unset: no reservations
     max_wait_h: float | None = Field(None, ge=0, le=1_000_000)
     #: a pending job that cannot fit now and has waited this long holds a reservation as a starved job does, so
     #: that gangs blocked by a stream of smaller work get nodes before `max_wait_h` (unset: max_wait_h)
@@ -277,7 +277,7 @@ class Policy(Strict):
     #: running jobs past their max_runtime_h (their own, else their team's): `report` lists them in `Plan.overdue`;
     #: `evict` also stops them, so their GPUs count as free for this plan (`Plan.preemptions`, rule max_runtime)
     overdue: Literal["report", "evict"] = "report"
-    #: how many blocked jobs hold a reservation at once (oldest first, highest priority class first)
+    #: how many blocked jobs hold a reservation at once (in reservation order: class, then submission)
     max_reservations: int = Field(1, ge=0, le=64)
     #: pending jobs (highest class, then oldest first) whose `estimated_start` the plan computes from the running
     #: and newly placed jobs' expected ends (a few milliseconds each; reserved jobs always have theirs)

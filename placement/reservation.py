@@ -2,15 +2,15 @@
 
 A scheduler that starts every gang that fits starves big gangs: a stream of small jobs always
 fits first. Slurm's EASY backfill answers with a reservation for the head of the queue; here the
-head is every job that has waited `policy.max_wait_h` (highest class, then oldest), and the rest
-of the plan stays the optimiser's choice:
+head is every job that has waited `policy.max_wait_h`, in reservation order (highest class, then
+arrival: `timeline.reservation_key`), and the rest of the plan stays the optimiser's choice:
 
 * a starved job that fits now **must start** (the greedy places it first; the model fixes it placed);
-* of those that do not, the oldest `policy.max_reservations` get a **hold**: the earliest moment each
+* of those that do not, the first `policy.max_reservations` get a **hold**: the earliest moment each
   fits as running jobs end (their `started_at` + `expected_runtime_h`), on the nodes where it fits then.
   Until that moment the plan may put on those nodes only work expected to end by then, plus whatever
-  leaves the held GPUs free (`Hold.long_room`). As in EASY, the rule binds only jobs submitted after
-  the held one: older jobs were ahead of it in the queue. Jobs without a runtime are assumed to outlast every hold.
+  leaves the held GPUs free (`Hold.long_room`). As EASY binds only the jobs behind its head, the rule
+  binds only jobs after the held one in reservation order. Jobs without a runtime are assumed to outlast every hold.
 
 Holds count GPUs only (CPU and memory of a node rarely bind a GPU gang) and ignore other pending work
 (it is this plan's choice, and bound by the hold itself). Where no known end makes room, a single-task
@@ -32,7 +32,7 @@ from placement.baseline import greedy
 from placement.problem import Problem
 from placement.timeline import Hold, Schedule
 
-#: Starved jobs looked at per plan, oldest first: each costs a greedy fit (a few milliseconds at most).
+#: Starved jobs looked at per plan, in reservation order: each costs a greedy fit (a few milliseconds at most).
 STARVED_CHECKED = 64
 
 
@@ -218,7 +218,7 @@ def _hold(problem: Problem, j: int, free: np.ndarray, releases: Releases, earlie
         if g:
             gpus[n] = gpus.get(n, 0) + g
     room = {n: max(0, int(free[n, 0] + rel[n, 0] - held[n, 0]) - g) for n, g in gpus.items()}
-    return Hold(problem.jobs[j].name, moment, gpus, room, problem.jobs[j].submitted_at)
+    return Hold(problem.jobs[j].name, moment, gpus, room, timeline.reservation_key(problem.jobs[j]))
 
 
 def _drain(problem: Problem, j: int, free: np.ndarray, held: np.ndarray) -> Hold | None:
@@ -244,5 +244,5 @@ def _drain(problem: Problem, j: int, free: np.ndarray, held: np.ndarray) -> Hold
             need -= fit
         if need == 0:
             return Hold(problem.jobs[j].name, None, gpus, {n: int(room[n]) - g for n, g in gpus.items()},
-                        problem.jobs[j].submitted_at)
+                        timeline.reservation_key(problem.jobs[j]))
     return None

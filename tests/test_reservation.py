@@ -169,9 +169,10 @@ def test_reserve_after_alone_holds_nodes_for_a_blocked_job() -> None:
     assert res.job == "G" and "policy.reserve_after_h (12 h)" in res.reason
 
 
-def test_a_job_older_than_the_reserved_one_is_not_bound_by_its_reservation() -> None:
+def test_a_job_ahead_of_the_reserved_one_is_not_bound_by_its_reservation() -> None:
     request = _request()
-    request["jobs"][1]["submitted_at"] = "2025-12-31T00:00:00Z"  # L waited longer than G: it was ahead in the queue
+    # L (4 GPUs) has waited 5 days: 480 GPU-hours against G's 16 GPUs × 24 h = 384, so it was ahead of G
+    request["jobs"][1]["submitted_at"] = "2025-12-28T00:00:00Z"
     out = plan(request)
     assert all(p.constraint != "reservation" for p in out.pending)
     moved = out.model_copy(update={"assignments": [a.model_copy(update={"job": "L"}) for a in out.assignments],
@@ -180,3 +181,21 @@ def test_a_job_older_than_the_reserved_one_is_not_bound_by_its_reservation() -> 
     from placement_models import PlacementRequest
 
     assert verify(PlacementRequest.model_validate(request), moved) == []
+
+
+def test_reservation_order_is_class_then_exact_arrival() -> None:
+    from placement_models import Job
+
+    from placement.timeline import reservation_key
+
+    def job(name: str, submitted: str | None, gpus: int, priority: int = 0) -> Job:
+        return Job.model_validate({"name": name, "priority": priority, "submitted_at": submitted,
+                                   "tasks": [{"name": "w", "gpus": gpus}]})
+
+    jobs = [job("unknown", None, 1), job("new-big", "2026-01-01T20:00:00Z", 64),
+            job("high", "2026-01-01T23:00:00Z", 1, priority=5),
+            job("b-twin", "2026-01-01T12:00:00.000002Z", 2), job("a-twin", "2026-01-01T12:00:00.000001Z", 2),
+            job("same-b", "2026-01-01T13:00:00Z", 1), job("same-a", "2026-01-01T13:00:00Z", 1)]
+    ordered = sorted(jobs, key=lambda j: reservation_key(j))
+    # a microsecond apart is apart; equal times go by name; no submission time comes last
+    assert [j.name for j in ordered] == ["high", "a-twin", "b-twin", "same-a", "same-b", "new-big", "unknown"]

@@ -4,8 +4,8 @@ Recomputed from the request alone. For each of the plan's reservations (`Plan.re
 each reserved node: the GPUs free there now, plus those running jobs are expected to release by the
 reservation's `earliest_start` (`started_at` + `expected_runtime_h`, no earlier than the planning
 time), must cover the reserved GPUs plus the GPUs the plan's new pods take there whose jobs are
-expected to run past that start (or give no runtime) and were submitted after the reserved job (EASY:
-older jobs were ahead of it). A reservation without a start (its nodes
+expected to run past that start (or give no runtime) and come after the reserved job in reservation
+order (class, then submission, then name: jobs before it were ahead of it). A reservation without a start (its nodes
 drain) counts every running job as ended and every new pod as outlasting it. The reserved job
 itself stays pending.
 """
@@ -29,12 +29,18 @@ def _end(run: RunningJob, now: datetime) -> datetime | None:
     return max(now, run.started_at + timedelta(hours=run.expected_runtime_h))
 
 
+def _order(job: Job) -> tuple:
+    """Reservation order, first first: class, then submission (unknown: last), then name."""
+    submitted = job.submitted_at.timestamp() if job.submitted_at is not None else float("inf")
+    return (-job.priority, submitted, job.name)
+
+
 def _binds(job: Job, held: Job, now: datetime, start: datetime | None) -> bool:
-    """Is `job` bound by the reservation of `held`: submitted after it (or either time unknown) and running past
-    the reservation's start?"""
+    """Is `job` bound by the reservation of `held`: after it in reservation order and running past the
+    reservation's start?"""
     if job.name == held.name:
         return False
-    if held.submitted_at is not None and job.submitted_at is not None and job.submitted_at <= held.submitted_at:
+    if _order(job) <= _order(held):
         return False
     return start is None or job.expected_runtime_h is None or now + timedelta(hours=job.expected_runtime_h) > start
 
