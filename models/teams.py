@@ -155,7 +155,7 @@ class Cohort(Strict):
 
     `weight` is Kueue's `spec.fairSharing.weight` of a Cohort: how strongly the subtree claims its parent's
     borrowable GPUs against its siblings (teams and cohorts of the same parent). The fair share multiplies
-    the weight of every team below the cohort by it (placement/teams.py, `fair_weights`), so a cohort of
+    the weight of every team below the cohort by it (placement/cohorts.py, `fair_weights`), so a cohort of
     weight 2 claims twice what it would with weight 1. A root cohort has no siblings: its weight changes
     nothing. Kueue's weight 0 (borrow only what nobody else wants) has no exact counterpart: the Kubernetes
     importer maps it to 0.001, as for a ClusterQueue, and says so.

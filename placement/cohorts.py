@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from placement_models import PlacementRequest
 
 #: "no limit" for integer comparisons (larger than any cluster's milli-GPU, milli-CPU or MiB).
 UNLIMITED = 1 << 50
@@ -61,3 +62,33 @@ class Tree:
         pool, _ = self.pools()
         extra = np.where(self.parent >= 0, self.borrowing, 0)
         return np.maximum(np.minimum(pool + extra, UNLIMITED), self.draws(before, guaranteed)[1])
+
+
+def fair_weights(request: PlacementRequest) -> np.ndarray:
+    """(T,) each team's weight in the fair share: its own `weight` times the `weight` of every cohort on its
+    path up to (not including) its tree's root.
+
+    Kueue's hierarchical fair sharing compares, at each cohort, its children (ClusterQueues and child
+    cohorts) by their share of what they borrow divided by their weight, and admits for (or preempts toward)
+    the lowest; so sibling subtrees end up borrowing in proportion to their weights. The entitlement here is
+    one weighted water-fill over all teams (`entitlements`, it does not recurse per cohort), so a cohort's
+    weight enters through its teams: multiplying the weight of every team below a cohort by the cohort's
+    scales the subtree's claim against its siblings by exactly that factor and leaves the ratios inside the
+    subtree unchanged. That is Kueue's split exactly when sibling subtrees hold the same total team weight
+    (one queue per cohort, the usual shape), and otherwise keeps the water-fill's flat reading of a tree (a
+    subtree of more teams claims more), as before cohorts had weights; with every cohort at weight 1 nothing
+    changes. A root's weight is left out: Kueue has no sibling to compare it with, and separate trees never
+    borrow from each other, so it must not move one tree's entitlements against another's.
+    """
+    cohorts = {c.name: c for c in request.cohorts}
+    out = np.ones(len(request.teams))
+    for i, team in enumerate(request.teams):
+        weight, seen = team.weight, set()
+        cohort = cohorts.get(team.cohort) if team.cohort is not None else None
+        while cohort is not None and cohort.parent is not None and cohort.name not in seen:
+            seen.add(cohort.name)
+            weight *= cohort.weight
+            cohort = cohorts.get(cohort.parent)
+        out[i] = weight
+    # a long path of extreme weights must not underflow to 0 or overflow (the water-fill divides by sums)
+    return np.clip(out, 1e-12, 1e12)

@@ -43,7 +43,7 @@ Fair entitlement (KAI's two stages, Slurm's fair-share factor): a team first get
 capped by its demand; the GPUs left are water-filled by weight among teams with unmet demand, up
 to their borrowing limits, with each weight scaled by 2^(−U/S) (U: the team's share of all past
 usage, S: its share of all weight), so teams that used more than their share lately get less now.
-A team's weight there is its fair weight (`fair_weights`): its own weight times the weights of the
+A team's weight there is its fair weight (`cohorts.fair_weights`): its own weight times the weights of the
 cohorts above it, as Kueue weighs sibling cohorts under hierarchical fair sharing.
 """
 
@@ -59,7 +59,7 @@ from placement_models import Cohort, GpuQuota, PlacementRequest, ResourceQuota, 
 
 from placement import catalog
 from placement.catalog import MigGeometry, MigProfile
-from placement.cohorts import UNLIMITED, Tree
+from placement.cohorts import UNLIMITED, Tree, fair_weights
 
 #: Integer GPU-equivalents per GPU (the same as placement.devices.MILLI, which this layer cannot import).
 MILLI = 1000
@@ -178,36 +178,6 @@ def entitlements(capacity: float, demand: np.ndarray, nominal: np.ndarray, limit
     return first + second
 
 
-def fair_weights(request: PlacementRequest) -> np.ndarray:
-    """(T,) each team's weight in the fair share: its own `weight` times the `weight` of every cohort on its
-    path up to (not including) its tree's root.
-
-    Kueue's hierarchical fair sharing compares, at each cohort, its children (ClusterQueues and child
-    cohorts) by their share of what they borrow divided by their weight, and admits for (or preempts toward)
-    the lowest; so sibling subtrees end up borrowing in proportion to their weights. The entitlement here is
-    one weighted water-fill over all teams (`entitlements`, it does not recurse per cohort), so a cohort's
-    weight enters through its teams: multiplying the weight of every team below a cohort by the cohort's
-    scales the subtree's claim against its siblings by exactly that factor and leaves the ratios inside the
-    subtree unchanged. That is Kueue's split exactly when sibling subtrees hold the same total team weight
-    (one queue per cohort, the usual shape), and otherwise keeps the water-fill's flat reading of a tree (a
-    subtree of more teams claims more), as before cohorts had weights; with every cohort at weight 1 nothing
-    changes. A root's weight is left out: Kueue has no sibling to compare it with, and separate trees never
-    borrow from each other, so it must not move one tree's entitlements against another's.
-    """
-    cohorts = {c.name: c for c in request.cohorts}
-    out = np.ones(len(request.teams))
-    for i, team in enumerate(request.teams):
-        weight, seen = team.weight, set()
-        cohort = cohorts.get(team.cohort) if team.cohort is not None else None
-        while cohort is not None and cohort.parent is not None and cohort.name not in seen:
-            seen.add(cohort.name)
-            weight *= cohort.weight
-            cohort = cohorts.get(cohort.parent)
-        out[i] = weight
-    # a long path of extreme weights must not underflow to 0 or overflow (the water-fill divides by sums)
-    return np.clip(out, 1e-12, 1e12)
-
-
 def jain(values: Sequence[float] | np.ndarray) -> float | None:
     """Jain's fairness index (Σx)²/(n·Σx²): 1 when all equal, 1/n when one takes all; None when undefined."""
     x = np.asarray(values, dtype=float)
@@ -276,7 +246,7 @@ def borrowed(alloc: np.ndarray, guaranteed: np.ndarray) -> int:
 class TeamIndex:
     names: tuple[str, ...]
     index: dict[str, int]
-    weights: np.ndarray  # (T,) fair weights: the team's weight times its non-root cohorts' (`fair_weights`)
+    weights: np.ndarray  # (T,) the team's weight times its non-root cohorts' (`cohorts.fair_weights`)
     usage: np.ndarray  # (T,) GPU-hours, decayed to the planning time
     #: GPU scopes (milli-GPU): cluster-wide first when declared, then flavors
     scopes: tuple[Scope, ...]

@@ -13,7 +13,7 @@ on the idle part, borrowed within a cohort. The mappings:
   per flavor as a ClusterQueue's; every cohort a ClusterQueue or Cohort names is declared, Cohort
   object or not. When no ClusterQueue names a cohort, none is declared (one implicit cohort), and
   the queues' limits are 0 instead. `fairSharing.weight` is the cohort's weight: the fair share
-  multiplies the weights of the teams below it by it (placement/teams.py `fair_weights`); on a root
+  multiplies the weights of the teams below it by it (placement/cohorts.py `fair_weights`); on a root
   cohort it has no sibling to weigh against and changes nothing (a warning says so). Weight 0, on a
   ClusterQueue or a Cohort, is imported as 0.001 with a warning.
 * Volcano Queue: `deserved` is the nominal share, `guarantee` the part never lent (lending limit

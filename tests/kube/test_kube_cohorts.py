@@ -19,8 +19,8 @@ from placement_models.base import MAX_WEIGHT
 from pydantic import ValidationError
 
 from placement import plan, verify
+from placement.cohorts import fair_weights
 from placement.kube import KubeError
-from placement.teams import fair_weights
 
 NODES = "kueue-upstream/nodes.yaml"
 
