@@ -29,6 +29,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from placement.bench.table import cell, markdown, row_cells
+
 #: What the first line of ``--help`` says.
 DESCRIPTION = "Time and peak memory of one plan() call on generated clusters, one fresh process per run."
 
@@ -226,34 +228,19 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _cell(value: Any, spec: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "—"
-    return str(value) if spec == "s" else format(value, spec)
-
-
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
     """A Markdown table, one row per (size, seed); a failed row shows its sizes and ``failed``, then its error."""
     head = [h for h, _, _ in COLUMNS]
     body = []
     for r in rows:
         if r.get("error"):
-            cells = [_cell(r.get(key), spec) if key in ("nodes", "seed", "gpus", "jobs", "time_limit_s") else "—"
+            cells = [cell(r.get(key), spec) if key in ("nodes", "seed", "gpus", "jobs", "time_limit_s") else "—"
                      for _, key, spec in COLUMNS]
             cells[head.index("status")] = "failed"
         else:
-            cells = [_cell(r.get(key), spec) for _, key, spec in COLUMNS]
-        body.append([c.replace("|", "\\|") for c in cells])
-    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
-    text = {"status", "winner", "search", "bound"}
-
-    def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(c.ljust(w) if h in text else c.rjust(w)
-                                 for h, c, w in zip(head, cells, widths, strict=True)) + " |"
-
-    out = [line(head), "|" + "|".join("-" * (w + 2) if h in text else "-" * (w + 1) + ":"
-                                      for h, w in zip(head, widths, strict=True)) + "|"]
-    out.extend(line(b) for b in body)
+            cells = row_cells(r, COLUMNS)
+        body.append(cells)
+    out = markdown(head, body, left={"status", "winner", "search", "bound"})
     out += [
         "",
         "whole call: wall clock of placement.plan() in a fresh process, after generation and validation; over "
@@ -311,7 +298,7 @@ def format_fit(result: dict[str, Any] | None) -> str:
     lines = [f"slope against nodes × jobs ({result['sizes']} sizes, {result['runs']} runs; least squares):"]
     for key, label, unit in (("whole_call_s", "whole call", "s"), ("peak_rss_mb", "peak RSS", "MB")):
         f = result[key]
-        lines.append(f"  {label}: ∝ (nodes × jobs)^{_cell(f['exponent'], '.2f')} (log-log), "
+        lines.append(f"  {label}: ∝ (nodes × jobs)^{cell(f['exponent'], '.2f')} (log-log), "
                      f"{_signed(f['per_million_node_jobs'])} {unit} per million node·jobs (linear)")
     return "\n".join(lines)
 

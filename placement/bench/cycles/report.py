@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from placement.bench.cycles.sim import HOUR, SimResult
+from placement.bench.table import markdown, row_cells
 
 #: Gangs above this many GPUs get their own wait column: they are the ones a FIFO-with-backfill starves.
 BIG_GANG = 32
@@ -109,32 +110,13 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _cell(value: Any, spec: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "—"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if spec == "s":
-        return str(value)
-    return format(value, spec)
-
-
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
     """A Markdown table, one row per (policy, estimates), with a footer saying how each number is defined.
 
     A row with an ``error`` (the policy made an invalid decision) shows only that: its other numbers
     would describe a run that stopped half way."""
     head = [h for h, _, _ in COLUMNS]
-    body = [[_cell(r.get(key), spec) for _, key, spec in COLUMNS] for r in rows]
-    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
-
-    def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(c.ljust(w) if i < 2 else c.rjust(w)
-                                 for i, (c, w) in enumerate(zip(cells, widths, strict=True))) + " |"
-
-    out = [line(head), "|" + "|".join(("-" * (w + 2) if i < 2 else "-" * (w + 1) + ":")
-                                      for i, w in enumerate(widths)) + "|"]
-    out.extend(line(b) for b in body)
+    out = markdown(head, [row_cells(r, COLUMNS) for r in rows], left=head[:2])
     span = next((r["span_h"] for r in rows if "span_h" in r), None)
     span_text = f" ({span:.1f} h here)" if span is not None else ""
     out += [

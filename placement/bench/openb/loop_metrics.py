@@ -18,6 +18,7 @@ from placement.bench.openb.loop import HOUR, LoopResult, load_loop_trace, simula
 from placement.bench.openb.loop_load import GAP_CAP_S, compress, demand_profile, offered_load, subset_nodes
 from placement.bench.openb.registry import make_policy, policy_kind
 from placement.bench.openb.trace import GPU_MILLI, load_nodes
+from placement.bench.table import markdown, row_cells
 
 
 def _pct(values: np.ndarray, q: float) -> float:
@@ -74,12 +75,6 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _cell(value: Any, spec: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "—"
-    return str(value) if spec == "s" else format(value, spec)
-
-
 def format_header(setup: dict[str, Any]) -> str:
     """What was replayed and how contended it is: the lines above the table."""
     s = setup
@@ -100,16 +95,7 @@ def format_header(setup: dict[str, Any]) -> str:
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
     """A Markdown table, one row per (policy, seed), with a footer saying how each number is defined."""
     head = [h for h, _, _ in COLUMNS]
-    body = [[_cell(r.get(key), spec) for _, key, spec in COLUMNS] for r in rows]
-    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
-
-    def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(c.ljust(w) if i < 2 else c.rjust(w)
-                                 for i, (c, w) in enumerate(zip(cells, widths, strict=True))) + " |"
-
-    out = [line(head), "|" + "|".join(("-" * (w + 2) if i < 2 else "-" * (w + 1) + ":")
-                                      for i, w in enumerate(widths)) + "|"]
-    out.extend(line(b) for b in body)
+    out = markdown(head, [row_cells(r, COLUMNS) for r in rows], left=head[:2])
     out += [
         "",
         "alloc avg %: allocated GPU milli / capacity, time-averaged from the first to the last arrival; "
