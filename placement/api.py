@@ -32,6 +32,7 @@ from placement import candidates, pricing, reservation, screen, search, timeline
 from placement import compile as compiler
 from placement.baseline import greedy
 from placement.budget import Budget
+from placement.compile import dominance
 from placement.decode import decode, schedule
 from placement.verify import check
 
@@ -113,7 +114,9 @@ def _plan(req: PlacementRequest, log: Callable[[str], None] | None, stop: thread
     max_pairs = min(candidates.MAX_PAIRS, affordable)
     min_per_task = 0 if not affordable else 1 if per_task < candidates.MIN_PER_TASK else candidates.MIN_PER_TASK
     with _collector_paused():
-        ctx = compiler.build(problem, candidates.select(problem, baseline, max_pairs, min_per_task))
+        idle = dominance.dominated_tasks(problem, baseline)  # interchangeable jobs no optimal plan needs
+        ctx = compiler.build(problem, candidates.select(problem, baseline, max_pairs, min_per_task, idle),
+                              idle)
     found = search.run(ctx, baseline, budget, log=log, stop=stop)
     rounds = 1
     while _another_round(found, budget, reserve, stop, rounds):
@@ -121,7 +124,8 @@ def _plan(req: PlacementRequest, log: Callable[[str], None] | None, stop: thread
         # at what still waits) and solve again, as long as rounds pay.
         began = budget.used()
         with _collector_paused():
-            ctx = compiler.build(problem, candidates.select(problem, found.placement, max_pairs, min_per_task))
+            ctx = compiler.build(problem, candidates.select(problem, found.placement, max_pairs, min_per_task, idle),
+                                  idle)
         again = search.run(ctx, found.placement, budget, log=log, stop=stop,
                            greedy_score=found.stats.baseline_objective)
         rounds += 1

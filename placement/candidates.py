@@ -22,19 +22,22 @@ from placement.solution import Placement
 MAX_PAIRS = 20_000
 #: Nodes every task keeps at least, beyond what its gang needs.
 MIN_PER_TASK = 12
+#: The candidate list of a task that gets no variable.
+_NONE = np.zeros(0, dtype=np.int64)
 #: Share of the pairs kept for repairs (`_repairs`) when each task's share is below MIN_PER_TASK.
 REPAIR_SHARE = 0.25
 
 
 def select(problem: Problem, baseline: Placement, max_pairs: int = MAX_PAIRS,
-           min_per_task: int = MIN_PER_TASK) -> list[np.ndarray]:
+           min_per_task: int = MIN_PER_TASK, skip: frozenset[int] = frozenset()) -> list[np.ndarray]:
     """Candidate nodes per task: all of them within `max_pairs`, else each task's best-fit share.
 
     `min_per_task` is the floor of that share; a caller short of time lowers it (1 still shows every
     term's value for every task, which the whole-problem bound needs; 0 keeps only the nodes the greedy
-    plan used, so the model scores that plan and nothing more).
+    plan used, so the model scores that plan and nothing more). Tasks in `skip` get no node (jobs no
+    optimal plan needs: placement.compile.dominance) and no share of the pairs.
     """
-    full = [t.candidates for t in problem.tasks]
+    full = [_NONE if t in skip else task.candidates for t, task in enumerate(problem.tasks)]
     total = sum(c.size for c in full)
     if total <= max_pairs:
         return full
@@ -44,15 +47,16 @@ def select(problem: Problem, baseline: Placement, max_pairs: int = MAX_PAIRS,
             used.setdefault(t, set()).add(n)
     # beyond the greedy plan's own pairs, each task's best fits, with a share kept for repairs when tight
     shared = max_pairs - sum(len(nodes) for nodes in used.values())
-    share = max(0, shared) // max(1, len(problem.tasks))
+    live = max(1, len(problem.tasks) - len(skip))
+    share = max(0, shared) // live
     if share < MIN_PER_TASK:
-        share = int((1 - REPAIR_SHARE) * max(0, shared)) // max(1, len(problem.tasks))
+        share = int((1 - REPAIR_SHARE) * max(0, shared)) // live
     share = max(min_per_task, share)
     ranking = _best_fit_ranking(problem)
     ordered: dict[int, np.ndarray] = {}  # tasks sharing one candidate array rank its nodes alike
     out = []
     for t, task in enumerate(problem.tasks):
-        cand = task.candidates
+        cand = full[t]
         if cand.size == 0 or task.replicas == 1:
             nodes_needed = int(cand.size > 0)
         else:
@@ -73,8 +77,9 @@ def select(problem: Problem, baseline: Placement, max_pairs: int = MAX_PAIRS,
         out.append(np.array(sorted(chosen), dtype=np.int64))
     spare = max_pairs - sum(c.size for c in out)
     if spare > 0:
-        out = _repairs(problem, baseline, out, spare, ranking, ordered)
-    return coherent_candidates(problem, baseline.counts, out)  # gangs with topology: whole domains
+        out = _repairs(problem, baseline, out, spare, ranking, ordered, skip)
+    out = coherent_candidates(problem, baseline.counts, out)  # gangs with topology: whole domains
+    return [_NONE if t in skip else c for t, c in enumerate(out)]
 
 
 #: Nodes a waiting job is offered for a repair, beyond the ones its gang needs; nodes offered to each
@@ -86,14 +91,14 @@ REPAIR_JOBS = 256
 
 
 def _repairs(problem: Problem, baseline: Placement, out: list[np.ndarray], spare: int, ranking: np.ndarray,
-             ordered: dict[int, np.ndarray]) -> list[np.ndarray]:
+             ordered: dict[int, np.ndarray], skip: frozenset[int]) -> list[np.ndarray]:
     """Spend `spare` pairs where the greedy plan is weakest: the most valuable waiting jobs (priority,
     then GPUs) get their best-fit nodes, and the pods the greedy plan put on those nodes get nodes with
     room left after it, to move out to. A share of nodes per task rarely holds such a swap: the
     waiting gang's nodes are full, and the pods there only see their own best fits, full too."""
     placed = baseline.placed_jobs(problem)
     waiting = [j for j in range(len(problem.jobs)) if j not in placed
-               and all(problem.tasks[t].candidates.size for t in problem.job_tasks[j])]
+               and all(problem.tasks[t].candidates.size and t not in skip for t in problem.job_tasks[j])]
     if not waiting:
         return out
     waiting = sorted(waiting, key=lambda j: (-problem.jobs[j].priority, -problem.job_gpus(j), j))[:REPAIR_JOBS]

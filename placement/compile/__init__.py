@@ -36,8 +36,11 @@ MODULES: tuple[ModuleType, ...] = (gang, capacity, reservation, priority, fragme
                                    preemption, topology, mig, sharing, cost, usage, stability, waiting)
 
 
-def build(problem: Problem, candidates: list[np.ndarray] | None = None) -> ModelContext:
-    ctx = ModelContext(problem, candidates)
+def build(problem: Problem, candidates: list[np.ndarray] | None = None,
+          idle: frozenset[int] = frozenset()) -> ModelContext:
+    """The model of `problem` over `candidates` (default: every task's own), where `idle` tasks have none
+    (placement.compile.dominance)."""
+    ctx = ModelContext(problem, candidates, idle)
     for module in MODULES:
         module.apply(ctx)
     ctx.model.maximize(ctx.objective.expression())

@@ -94,8 +94,12 @@ class ModelContext:
     it may be true and what it costs.
     """
 
-    def __init__(self, problem: Problem, candidates: list[np.ndarray] | None = None) -> None:
+    def __init__(self, problem: Problem, candidates: list[np.ndarray] | None = None,
+                 idle: frozenset[int] = frozenset()) -> None:
         self.problem = problem
+        #: tasks of jobs no optimal plan needs (placement.compile.dominance): no candidate node, yet the model
+        #: is not restricted by them, its optimum is the whole problem's
+        self.idle = idle
         self.model = cp_model.CpModel()
         self.objective = ObjectiveRegistry()
         self.candidates: list[np.ndarray] = candidates or [t.candidates for t in problem.tasks]
@@ -146,8 +150,10 @@ class ModelContext:
 
     @property
     def restricted(self) -> bool:
-        """Did some task see only part of its candidate nodes (placement.candidates trimmed the model)?"""
-        return any(c.size < t.candidates.size for c, t in zip(self.candidates, self.problem.tasks, strict=True))
+        """Did some task see only part of its candidate nodes (placement.candidates trimmed the model)? Idle
+        tasks do not count: leaving them out keeps the optimum."""
+        return any(c.size < t.candidates.size for i, (c, t) in enumerate(zip(self.candidates, self.problem.tasks,
+                                                                             strict=True)) if i not in self.idle)
 
     def task_pods(self, t: int) -> cp_model.LinearExprT:
         return cp_model.LinearExpr.sum(self.x[t])

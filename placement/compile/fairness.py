@@ -29,6 +29,7 @@ from placement.compile.context import SCALE, ModelContext
 from placement.compile.priority import pod_value
 from placement.compile.quota import bounds, quantum, team_gpus
 from placement.holdings import held_after, problem_entitlements
+from placement.problem import Problem
 from placement.solution import Placement
 from placement.teams import MILLI
 
@@ -91,11 +92,12 @@ def _fairness(ctx: ModelContext) -> None:
         ctx.on_hint(hint)
 
 
-def waited_days(ctx: ModelContext, j: int) -> float:
-    submitted = ctx.problem.jobs[j].submitted_at
+def waited_days(problem: Problem, j: int) -> float:
+    """Days job j has waited at the planning time, capped at MAX_AGE_DAYS (0 without `submitted_at`)."""
+    submitted = problem.jobs[j].submitted_at
     if submitted is None:
         return 0.0
-    now = ctx.problem.request.planning_time()
+    now = problem.request.planning_time()
     return min(MAX_AGE_DAYS, max(0.0, (now - submitted).total_seconds() / 86400.0))
 
 
@@ -104,7 +106,7 @@ def _aging(ctx: ModelContext) -> None:
     if weight == 0:
         return
     for t, task in enumerate(ctx.problem.tasks):
-        days = waited_days(ctx, task.job)
+        days = waited_days(ctx.problem, task.job)
         value = pod_value(ctx.problem.gpu_value(t))
         if round(value * days * weight * SCALE) and ctx.x[t]:
             ctx.objective.add("aging", ctx.x[t], [value * days] * len(ctx.x[t]), weight)

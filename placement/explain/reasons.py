@@ -69,7 +69,39 @@ def gang_text(problem: Problem, j: int) -> str:
 def _fits(problem: Problem, j: int, free: np.ndarray, placement: Placement | None = None,
           topology: bool = False) -> bool:
     """Would job j fit, alone, in `free` (beside `placement`'s devices)? With `topology`, honouring its
-    required level and slices (`placement.baseline.topology.place_job`)."""
+    required level and slices (`placement.baseline.topology.place_job`).
+
+    A queue holds hundreds of jobs of a few shapes, each asked the same few questions, so answers are kept
+    per shape (`_shape`), room and placement for the problem's lifetime (the cache holds the placement, so
+    its id is never reused while its answers are)."""
+    cache: dict[int, tuple[Placement | None, dict[tuple[object, ...], bool]]] = problem.extras.setdefault(
+        "fits", {})  # type: ignore[assignment]
+    held, answers = cache.setdefault(id(placement), (placement, {}))
+    if held is not placement:  # pragma: no cover - the entry keeps its placement alive
+        raise RuntimeError("fit cache entry of another placement")
+    key = (_shape(problem, j), free.tobytes(), topology)
+    found = answers.get(key)
+    if found is None:
+        found = answers[key] = _fits_now(problem, j, free, placement, topology)
+    return found
+
+
+def _shape(problem: Problem, j: int) -> tuple[object, ...]:
+    """What a fit check reads of job j: its tasks' shapes (tasks of one shape share their candidate arrays,
+    placement.problem.build), their pods and minimums, and its topology."""
+    shapes: dict[int, tuple[object, ...]] = problem.extras.setdefault("fit_shapes", {})  # type: ignore[assignment]
+    if j not in shapes:
+        tasks = problem.job_tasks[j]
+        groups = tuple((tuple(tasks.index(t) for t in members), minimum)
+                       for members, minimum in gang_minimums(problem, j))
+        job = problem.jobs[j]
+        shapes[j] = (tuple(id(problem.tasks[t].candidates) for t in tasks), groups, job.needed,
+                     None if job.topology is None else job.topology.model_dump_json())
+    return shapes[j]
+
+
+def _fits_now(problem: Problem, j: int, free: np.ndarray, placement: Placement | None, topology: bool) -> bool:
+    """`_fits`, computed."""
     if topology and _hard_topology(problem, j):
         trial: np.ndarray = free.copy()
         counts: dict[tuple[int, int], int] = {}

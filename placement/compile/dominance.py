@@ -1,0 +1,143 @@
+"""Dominance among interchangeable waiting jobs: only those an optimal plan could need get variables.
+
+A scheduler's queue holds hundreds of jobs of one shape: same tasks, team, class and flags, told
+apart only by when they were submitted and how long they should run. In every constraint two
+such jobs are interchangeable; in the objective they differ only in their own terms, aging per
+pod (compile/fairness.py) and turnaround per job (compile/waiting.py). Say A was submitted no
+later than B (so A may preempt whatever B may: `Problem.rule_kind`) and A's own terms are worth at
+least B's in the model's integer units. Then a plan that places B and leaves A out is matched or
+beaten by the same plan with A in B's place.
+
+A class can run at most `cap` jobs at once: for each task, the pods its candidate nodes could take
+alone, over the pods it needs (the bound `placement.screen` uses, so it already counts what
+preemption could free). So once `cap` kept jobs of a class dominate B, some optimal plan leaves B
+out, and B gets no variable: its tasks get no candidate node. Repeating the swap argument shows the
+optimum of the trimmed model is the optimum of the whole one (tests/compile/test_dominance.py solves
+both), while a queue of a thousand one-GPU jobs in front of forty free GPUs compiles about forty.
+
+Left whole, each its own class: elastic jobs (`min_replicas`, `min_available`; a partial gang
+changes the comparison), right-size offers, jobs a reservation names (must start, or hold) and
+jobs the previous plan named (their stability term is their own). A hold binds by submission
+and runtime, so which holds bind a job joins its class. Jobs the greedy plan places are always
+kept: its plan stays a feasible hint.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Hashable
+
+import numpy as np
+
+from placement.compile.context import SCALE
+from placement.compile.fairness import waited_days
+from placement.compile.priority import pod_value
+from placement.compile.waiting import shortness
+from placement.problem import Problem
+from placement.rightsize import gang_minimums, pairs
+from placement.solution import Placement
+from placement.timeline import reservation_key
+
+#: Job fields that tell interchangeable jobs apart without changing a constraint (tasks are compared
+#: by their shape, not their field).
+_OWN = frozenset({"name", "submitted_at", "expected_runtime_h", "tasks"})
+
+
+def dominated_tasks(problem: Problem, kept: Placement) -> frozenset[int]:
+    """Tasks of the jobs no optimal plan needs (module docstring); `kept`'s placed jobs stay."""
+    if pairs(problem) or problem.needs_device_ledger():  # right-size offers; MIG, sharing: pods are no GPUs
+        return frozenset()
+    room = _room(problem)
+    named = _named(problem)
+    keep = kept.placed_jobs(problem)
+    classes: dict[tuple[Hashable, ...], list[int]] = {}
+    for j in range(len(problem.jobs)):
+        if problem.jobs[j].name in named or not problem.job_tasks[j] or not _whole_gang(problem, j):
+            continue
+        classes.setdefault(_class_key(problem, j), []).append(j)
+    out: set[int] = set()
+    for members in classes.values():
+        cap = _cap(problem, members[0], room)
+        if len(members) <= cap:
+            continue
+        ahead: list[int] = []  # own values of the kept jobs so far (all submitted no later), ascending
+        for j in sorted(members, key=lambda i: reservation_key(problem.jobs[i])):
+            value = _own_value(problem, j)
+            if j not in keep and len(ahead) - bisect.bisect_left(ahead, value) >= cap:
+                out.update(problem.job_tasks[j])
+            else:
+                bisect.insort(ahead, value)
+    return frozenset(out)
+
+
+def _named(problem: Problem) -> set[str]:
+    """Jobs a constraint or term names one by one: reservations and the previous plan's entries."""
+    schedule = problem.schedule
+    names = set(schedule.must_start) | {h.job for h in schedule.holds}
+    previous = problem.request.policy.previous_plan
+    if previous is not None:
+        names |= {a.job for a in previous.assignments} | {r.job for r in previous.reservations}
+    return names
+
+
+def _whole_gang(problem: Problem, j: int) -> bool:
+    """All or nothing: every task places all its pods, and the job needs every pod."""
+    tasks = problem.job_tasks[j]
+    return (problem.jobs[j].needed == sum(problem.tasks[t].replicas for t in tasks)
+            and all(len(group) == 1 and minimum == problem.tasks[group[0]].replicas
+                    for group, minimum in gang_minimums(problem, j)))
+
+
+def _class_key(problem: Problem, j: int) -> tuple[Hashable, ...]:
+    """Everything of job j a constraint reads: its fields but its own ones, its tasks' shapes (tasks of
+    one shape share their candidate arrays: `placement.problem.build`) and the holds that bind it."""
+    job = problem.jobs[j]
+    fields = tuple(_hashable(getattr(job, name)) for name in type(job).model_fields if name not in _OWN)
+    tasks = tuple((problem.tasks[t].name, id(problem.tasks[t].candidates), problem.tasks[t].spec.min_replicas)
+                  for t in problem.job_tasks[j])
+    now = problem.request.planning_time()
+    holds = tuple(h.binds(job, now) for h in problem.schedule.holds)
+    team = problem.job_team[j] if problem.job_team else -1
+    return (fields, tasks, holds, team)
+
+
+def _hashable(value: object) -> Hashable:
+    try:
+        hash(value)
+    except TypeError:  # lists, dicts, models: their text
+        return repr(value)
+    return value
+
+
+def _room(problem: Problem) -> np.ndarray:
+    """Free capacity plus everything some pending job could preempt: no job's room is larger."""
+    room = problem.free.copy()
+    for r in problem.preemptable():
+        room[problem.running[r].nodes] += problem.running[r].use
+    return room
+
+
+def _cap(problem: Problem, j: int, room: np.ndarray) -> int:
+    """Most jobs of job j's class that fit at once: per task, the pods its candidate nodes take alone (each
+    node filled with that task's pods only) over the pods one job needs there."""
+    most = []
+    for t in problem.job_tasks[j]:
+        task = problem.tasks[t]
+        fit = np.full(task.candidates.size, np.iinfo(np.int64).max // 2, dtype=np.int64)
+        for dim in np.flatnonzero(task.demand > 0).tolist():
+            np.minimum(fit, room[task.candidates, dim] // task.demand[dim], out=fit)
+        most.append(int(fit.sum()) // task.replicas)
+    return min(most)
+
+
+def _own_value(problem: Problem, j: int) -> int:
+    """Job j's own objective terms if placed, in the model's integer units (rounded as the model rounds)."""
+    weights = problem.request.policy.weights
+    value = 0
+    if weights.aging:
+        days = waited_days(problem, j)
+        for t in problem.job_tasks[j]:
+            value += problem.tasks[t].replicas * round(pod_value(problem.gpu_value(t)) * days * weights.aging * SCALE)
+    if weights.turnaround:
+        value += round(shortness(problem, j) * weights.turnaround * SCALE)
+    return value

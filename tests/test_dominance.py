@@ -1,0 +1,131 @@
+"""Dominance: interchangeable waiting jobs beyond what could ever fit get no variables, and the optimum stays."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from placement_models import PlacementRequest
+
+from placement import plan, pricing, reservation, screen
+from placement.baseline import greedy
+from placement.compile import dominance
+from placement.problem import Problem
+from placement.solution import Placement
+
+NOW = "2026-01-10T00:00:00Z"
+
+
+def _job(name: str, gpus: int, hour: int, runtime_h: float | None = None, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "submitted_at": f"2026-01-0{1 + hour // 24}T{hour % 24:02d}:00:00Z",
+            "expected_runtime_h": runtime_h, "tasks": [{"name": "w", "gpus": gpus, "replicas": 1}], **extra}
+
+
+def _request(jobs: list[dict[str, Any]], nodes: int = 1, busy: int = 4, teams: tuple[str, ...] = (),
+             **policy: Any) -> dict[str, Any]:
+    running = [{"job": "r", "priority": -1, "preemptible": True, "started_at": "2026-01-01T00:00:00Z",
+                "pods": [{"task": "w", "node": "n0", "gpus": list(range(busy))}]}] if busy else []
+    if teams:
+        jobs = [{"team": teams[0], **job} for job in jobs]
+        running = [{"team": teams[0], **run} for run in running]
+    return {
+        "teams": [{"name": name} for name in teams],
+        "cluster": {"nodes": [{"name": f"n{i}", "gpus": 8, "cpu": 64, "memory_gib": 512,
+                               "gpu_model": "H100-SXM5-80GB"} for i in range(nodes)], "running": running},
+        "jobs": jobs,
+        "policy": {"now": NOW, "deterministic": True, "time_limit_s": 5, **policy},
+    }
+
+
+def _problem(request: dict[str, Any]) -> tuple[Problem, Placement]:
+    req = PlacementRequest.model_validate(request)
+    problem = reservation.attach(screen.build_problem(req))
+    return problem, greedy(problem, pricing.held_back(req, problem.nodes, problem.free))
+
+
+def _idle_jobs(request: dict[str, Any]) -> set[str]:
+    problem, baseline = _problem(request)
+    return {problem.jobs[problem.tasks[t].job].name for t in dominance.dominated_tasks(problem, baseline)}
+
+
+def test_only_as_many_jobs_of_a_shape_as_could_fit_stay() -> None:
+    jobs = [_job(f"j{i}", 1, i) for i in range(12)]  # four GPUs free: the four oldest are all that matter
+    idle = _idle_jobs(_request(jobs, weights={"turnaround": 0}))
+    assert idle == {f"j{i}" for i in range(4, 12)}
+
+
+def test_preemptible_room_counts() -> None:
+    jobs = [_job(f"j{i}", 1, i, priority=5) for i in range(12)]  # may preempt the running job: 8 GPUs of room
+    idle = _idle_jobs(_request(jobs, preemption=True, weights={"turnaround": 0}))
+    assert idle == {f"j{i}" for i in range(8, 12)}
+
+
+def test_a_younger_job_worth_more_stays() -> None:
+    # Turnaround makes the young short job worth more than the old long ones: it is never dominated.
+    jobs = [_job(f"old{i}", 1, i, runtime_h=100.0) for i in range(6)] + [_job("young", 1, 30, runtime_h=0.1)]
+    idle = _idle_jobs(_request(jobs, weights={"turnaround": 2.0}))
+    assert "young" not in idle and idle == {"old4", "old5"}
+    out = plan(_request(jobs, weights={"turnaround": 2.0}))
+    assert "young" in {a.job for a in out.assignments}
+
+
+def test_shapes_teams_and_elastic_jobs_are_apart() -> None:
+    jobs = [_job(f"a{i}", 1, i) for i in range(6)] + [_job(f"b{i}", 2, i) for i in range(4)]
+    jobs += [_job(f"t{i}", 1, i, team="other") for i in range(6)]
+    jobs += [{**_job(f"e{i}", 1, i), "tasks": [{"name": "w", "gpus": 1, "replicas": 2, "min_replicas": 1}]}
+             for i in range(6)]
+    request = _request(jobs, teams=("main", "other"), weights={"turnaround": 0})
+    idle = _idle_jobs(request)
+    assert idle == {"a4", "a5", "b2", "b3", "t4", "t5"}  # elastic jobs: a partial gang changes the comparison
+
+
+def test_jobs_the_previous_plan_names_stay() -> None:
+    jobs = [_job(f"j{i}", 1, i) for i in range(8)]
+    request = _request(jobs, weights={"turnaround": 0},
+                       previous_plan={"assignments": [{"job": "j7", "task": "w", "node": "n0"}]})
+    assert "j7" not in _idle_jobs(request)
+
+
+def test_the_greedy_plans_jobs_stay() -> None:
+    problem, baseline = _problem(_request([_job(f"j{i}", 1, i) for i in range(10)]))
+    idle = dominance.dominated_tasks(problem, baseline)
+    assert not idle & {t for j in baseline.placed_jobs(problem) for t in problem.job_tasks[j]}
+
+
+def test_the_model_is_not_called_restricted() -> None:
+    out = plan(_request([_job(f"j{i}", 1, i) for i in range(40)], nodes=2))
+    assert out.status == "optimal" and not out.solver.restricted
+    assert len({a.job for a in out.assignments}) == 12
+
+
+_SHAPES = st.tuples(st.sampled_from([1, 2, 4]), st.integers(0, 200), st.sampled_from([None, 0.5, 3.0, 40.0]),
+                    st.sampled_from(["a", "b"]), st.sampled_from([0, 1]))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_SHAPES, min_size=12, max_size=40), st.integers(1, 2), st.integers(0, 8),
+       st.sampled_from([0.0, 0.5, 2.0]), st.booleans())
+def test_the_optimum_is_the_whole_models(shapes: list[tuple[int, int, float | None, str, int]], nodes: int,
+                                         busy: int, turnaround: float, preemption: bool) -> None:
+    """Solved with and without dominance (both to optimality), the plans score the same."""
+    jobs = [_job(f"j{i}", gpus, hour, runtime, priority=priority, team=team)
+            for i, (gpus, hour, runtime, team, priority) in enumerate(shapes)]
+    request = _request(jobs, nodes=nodes, busy=busy, teams=("a", "b"), preemption=preemption, time_limit_s=20,
+                       weights={"turnaround": turnaround})
+    request["teams"][1]["weight"] = 2
+    event(f"idle jobs: {'some' if _idle_jobs(request) else 'none'}")
+    trimmed = plan(request)
+    whole = _without_dominance(request)
+    assert trimmed.status == whole.status == "optimal"
+    assert trimmed.objective.total == pytest.approx(whole.objective.total, abs=1e-6)
+
+
+def _without_dominance(request: dict[str, Any]) -> Any:
+    keep = dominance.dominated_tasks
+    dominance.dominated_tasks = lambda problem, kept: frozenset()  # type: ignore[assignment]
+    try:
+        return plan(request)
+    finally:
+        dominance.dominated_tasks = keep  # type: ignore[assignment]
