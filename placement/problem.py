@@ -7,6 +7,7 @@ exists: presolve should never have to discover that a taint blocks a node.
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -159,11 +160,7 @@ class Problem:
     def eviction_rules(self, j: int, r: int) -> tuple[str, ...]:
         """The rules of job j's team's `preemption` (else policy.preemption) under which placing it may preempt
         running job r (`allowed_rules`; the quota conditions are the plan's: compile/preemption.py)."""
-        job = self.jobs[j]
-        victim = self.running[r]
-        return allowed_rules(self.request.preemption_rules_for(job.team), job.priority, job.submitted_at,
-                             self.job_team[j] if self.job_team else -1, victim,
-                             self.request.share_cohort(job.team, victim.spec.team))
+        return self._kinds().rules(self.jobs[j], self.job_team[j] if self.job_team else -1, self.running[r])
 
     def may_evict(self, j: int, r: int) -> bool:
         """Could placing pending job j justify preempting running job r under some rule of policy.preemption?"""
@@ -175,12 +172,16 @@ class Problem:
         return [r.index for r in self.running
                 if r.evictable and any(self.may_evict(j, r.index) for j in kinds.values())]
 
-    def rule_kind(self, j: int) -> tuple[int, int, datetime | None]:
-        """What the rules read of a pending job: priority, team and, for `lower_or_newer_equal_priority`, submission."""
-        rules = self.request.preemption_rules_for(self.jobs[j].team)
-        newer = rules is not None and rules.within_team == "lower_or_newer_equal_priority"
-        return (self.jobs[j].priority, self.job_team[j] if self.job_team else -1,
-                self.jobs[j].submitted_at if newer else None)
+    def rule_kind(self, j: int) -> tuple[object, ...]:
+        """What the rules read of a pending job (`RuleKinds.kind`): jobs of one kind may preempt the same jobs."""
+        return self._kinds().kind(self.jobs[j], self.job_team[j] if self.job_team else -1)
+
+    def _kinds(self) -> RuleKinds:
+        kinds = self.extras.get("rule_kinds")
+        if kinds is None:
+            kinds = self.extras["rule_kinds"] = RuleKinds(self.request, self.running)
+        assert isinstance(kinds, RuleKinds)
+        return kinds
 
     @property
     def n_nodes(self) -> int:
@@ -278,7 +279,8 @@ def build(request: PlacementRequest) -> Problem:
     filters = _NodeFilters(nodes, [effective_labels(n, m) for n, m in zip(nodes, models, strict=True)])
     spot = pricing.node_prices(request.cluster.pools, nodes).spot
     running, teams, job_team = _teams(request, nodes, node_index, tuple(models))
-    rooms = _Rooms(free, running, request, job_team)
+    kinds = RuleKinds(request, running)
+    rooms = _Rooms(free, running, kinds, job_team)
     tasks: list[TaskInfo] = []
     job_tasks: list[tuple[int, ...]] = []
     # Thousands of tasks share a shape: their filtered arrays are computed once per signature and shared
@@ -303,7 +305,7 @@ def build(request: PlacementRequest) -> Problem:
         free=free, free_gpu_ids=free_ids, jobs=tuple(request.jobs), tasks=tuple(tasks),
         job_tasks=tuple(job_tasks), running=running, teams=teams, job_team=job_team, devices=view,
         # domains per level and in-node GPU graphs; bad topology input is rejected here, with its path
-        extras={"topology": topology.cluster_topology(request, nodes)},
+        extras={"topology": topology.cluster_topology(request, nodes), "rule_kinds": kinds},
     )
 
 
@@ -365,30 +367,62 @@ def _over_nominal(index: TeamIndex, team: int, use: dict[int, list[int]]) -> boo
     return False
 
 
+class RuleKinds:
+    """What the preemption rules read of pending jobs, once per job, and their answer once per kind and victim.
+
+    A queue of a thousand jobs against hundreds of running ones asks `allowed_rules` for every pair; jobs of
+    one kind get the same answers. The kind: priority, team and, when `lower_or_newer_equal_priority` compares
+    its submission with victims' starts, how many evictable running jobs started no later than it was
+    submitted (the same count: the same victims)."""
+
+    def __init__(self, request: PlacementRequest, running: tuple[RunningInfo, ...]) -> None:
+        self.request = request
+        self.starts = sorted(r.spec.started_at.timestamp() for r in running
+                             if r.evictable and r.spec.started_at is not None)
+        self._kinds: dict[int, tuple[Job, tuple[object, ...]]] = {}  # id(job) -> (job, kind); holds the job
+        self._rules: dict[tuple[object, ...], tuple[str, ...]] = {}
+
+    def kind(self, job: Job, team: int) -> tuple[object, ...]:
+        found = self._kinds.get(id(job))
+        if found is None or found[0] is not job:
+            rules = self.request.preemption_rules_for(job.team)
+            newer = rules is not None and rules.within_team == "lower_or_newer_equal_priority"
+            before = (None if not newer or job.submitted_at is None
+                      else bisect.bisect_right(self.starts, job.submitted_at.timestamp()))
+            found = self._kinds[id(job)] = (job, (job.priority, team, job.team, before))
+        return found[1]
+
+    def rules(self, job: Job, team: int, victim: RunningInfo) -> tuple[str, ...]:
+        kind = self.kind(job, team)
+        found = self._rules.get((kind, victim.index))
+        if found is None:
+            found = self._rules[kind, victim.index] = allowed_rules(
+                self.request.preemption_rules_for(job.team), job.priority, job.submitted_at, team, victim,
+                self.request.share_cohort(job.team, victim.spec.team))
+        return found
+
+
 class _Rooms:
     """Per pending job, the room it may count on: free capacity plus what preemptions a rule lets it justify."""
 
-    def __init__(self, free: np.ndarray, running: tuple[RunningInfo, ...], request: PlacementRequest,
+    def __init__(self, free: np.ndarray, running: tuple[RunningInfo, ...], kinds: RuleKinds,
                  job_team: tuple[int, ...]) -> None:
         self.free = free
         self.evictable = [r for r in running if r.evictable]
-        self.jobs = request.jobs
-        self.request = request
+        self.jobs = kinds.request.jobs
+        self.kinds = kinds
         self.job_team = job_team
-        self.cache: dict[tuple[int, int, datetime | None], np.ndarray] = {}
+        self.cache: dict[tuple[object, ...], np.ndarray] = {}
 
     def of(self, j: int) -> np.ndarray:
         if not self.evictable:
             return self.free
-        job = self.jobs[j]
-        rules = self.request.preemption_rules_for(job.team)  # the team decides who its jobs may preempt
-        newer = rules is not None and rules.within_team == "lower_or_newer_equal_priority"
-        key = (job.priority, self.job_team[j], job.submitted_at if newer else None)
+        job, team = self.jobs[j], self.job_team[j]
+        key = self.kinds.kind(job, team)
         if key not in self.cache:
             room = self.free.copy()
             for r in self.evictable:
-                if allowed_rules(rules, job.priority, job.submitted_at, self.job_team[j], r,
-                                 self.request.share_cohort(job.team, r.spec.team)):
+                if self.kinds.rules(job, team, r):
                     room[r.nodes] += r.use
             self.cache[key] = room
         return self.cache[key]
