@@ -188,8 +188,8 @@ class CpsatOnlinePolicy:
         self.top_k = top_k
         self.scorer = FragmentationScorer()
         self.stats = SolverCounters()
-        #: a node no pod may take now (a hold for a starving pod: placement.bench.openb.holding)
-        self.blocked: int | None = None
+        #: (N,) bool, nodes the next choice may not take (scarce nodes: placement.bench.openb.scarce)
+        self.blocked: np.ndarray | None = None
         self._solver = cp_model.CpSolver()
         p = self._solver.parameters
         p.num_workers = 1
@@ -203,7 +203,7 @@ class CpsatOnlinePolicy:
         """(node, gpu, packed key) of every option on the top-k feasible nodes (empty: nothing fits)."""
         feasible = state.feasible(pod)
         if self.blocked is not None:
-            feasible[self.blocked] = False
+            feasible &= ~self.blocked
         cand = np.flatnonzero(feasible)
         if cand.size == 0:
             return []

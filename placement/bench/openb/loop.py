@@ -292,8 +292,6 @@ def simulate(
 
     def run_pass(now: float) -> None:
         nonlocal queue
-        if hasattr(policy, "waiting"):  # a policy that holds room for a starving pod sees who waits, and how long
-            policy.waiting(state, [(pods[i].pod, now - pods[i].arrival) for i in queue])
         if batch:
             while True:
                 failed: set[tuple[Any, ...]] = set()

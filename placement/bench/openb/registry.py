@@ -12,9 +12,9 @@ from typing import Any
 
 from placement.bench.openb.cpsat_batch import CpsatBatchPolicy
 from placement.bench.openb.cpsat_online import CpsatOnlinePolicy
-from placement.bench.openb.holding import HoldingPolicy
 from placement.bench.openb.oracle import RefusingOracle
 from placement.bench.openb.policies import BestFitPolicy, FGDPolicy, RandomPolicy
+from placement.bench.openb.scarce import ScarceLastPolicy
 
 PolicyFactory = Callable[[int], Any]
 #: name -> factory(seed) returning an online or a batch policy (:mod:`placement.bench.openb.cluster`).
@@ -39,7 +39,7 @@ def _cpsat_batch(window: int) -> PolicyFactory:
 
 # Ours. The batch policies see a window of queued pods: report apart.
 register_policy("cpsat-online", CpsatOnlinePolicy)
-register_policy("cpsat-online-hold", HoldingPolicy)  # the loop with departures: a hold for a starving pod
+register_policy("cpsat-online-scarce", ScarceLastPolicy)  # the loop with departures: rare nodes kept for rare pods
 register_policy("cpsat-batch", _cpsat_batch(200))
 register_policy("cpsat-batch50", _cpsat_batch(50))
 
