@@ -135,6 +135,8 @@ def _plan(req: PlacementRequest, log: Callable[[str], None] | None, stop: thread
             break
     if rounds > 1:
         found = replace(found, stats=found.stats.model_copy(update={"rounds": rounds}))
+    ordered, terms = dominance.in_arrival_order(problem, found.placement, found.terms)  # rounding ties: oldest
+    found = replace(found, placement=ordered, terms=terms)
     with _collector_paused():
         out = decode(problem, found.placement, found.terms, found.status, found.stats)  # the request's own names
         out = schedule.with_evicted(out, stopped)

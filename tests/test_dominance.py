@@ -129,3 +129,35 @@ def _without_dominance(request: dict[str, Any]) -> Any:
         return plan(request)
     finally:
         dominance.dominated_tasks = keep  # type: ignore[assignment]
+
+
+def _seconds_apart(count: int, gpus: int = 1) -> list[dict[str, Any]]:
+    return [{"name": f"s{i}", "submitted_at": f"2026-01-09T12:00:{10 + 5 * i:02d}Z", "expected_runtime_h": 1.0,
+             "tasks": [{"name": "w", "gpus": gpus}]} for i in range(count)]
+
+
+def test_interchangeable_jobs_seconds_apart_start_in_arrival_order() -> None:
+    # Aging rounds to the model's units, so jobs five seconds apart tie; the plan still takes the oldest.
+    big = {"name": "big", "submitted_at": "2026-01-09T00:00:00Z", "expected_runtime_h": 1.0,
+           "tasks": [{"name": "w", "gpus": 4}]}
+    out = plan(_request([*_seconds_apart(6), big], nodes=1, busy=0, weights={"aging": 1.0}))
+    assert {a.job for a in out.assignments} == {"big", "s0", "s1", "s2", "s3"}
+
+
+def test_the_swap_moves_pods_to_the_earlier_job_and_its_terms() -> None:
+    request = _request(_seconds_apart(4), busy=6, weights={"aging": 1.0, "turnaround": 1.0})
+    problem, _ = _problem(request)
+    late = Placement()
+    last = problem.job_tasks[3][0]
+    late.add(last, 0, 1)
+    late.add(problem.job_tasks[2][0], 0, 1)
+    terms = {"aging": 1.0, "turnaround": 2.0}
+    ordered, changed = dominance.in_arrival_order(problem, late, terms)
+    assert ordered.placed_jobs(problem) == {0, 1}
+    assert changed["turnaround"] == terms["turnaround"]  # equal runtimes
+    assert changed["aging"] >= terms["aging"]  # older: at least as much aging
+    longer = _request(_seconds_apart(4), busy=6, weights={"aging": 1.0, "turnaround": 1.0})
+    longer["jobs"][0]["expected_runtime_h"] = 50.0
+    problem, _ = _problem(longer)
+    ordered, _ = dominance.in_arrival_order(problem, late, terms)
+    assert ordered.placed_jobs(problem) == {1, 2}  # the oldest, worth less, keeps waiting

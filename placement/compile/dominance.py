@@ -8,18 +8,24 @@ later than B (so A may preempt whatever B may: `Problem.rule_kind`) and A's own 
 least B's in the model's integer units. Then a plan that places B and leaves A out is matched or
 beaten by the same plan with A in B's place.
 
-A class can run at most `cap` jobs at once: for each task, the pods its candidate nodes could take
-alone, over the pods it needs (the bound `placement.screen` uses, so it already counts what
-preemption could free). So once `cap` kept jobs of a class dominate B, some optimal plan leaves B
-out, and B gets no variable: its tasks get no candidate node. Repeating the swap argument shows the
-optimum of the trimmed model is the optimum of the whole one (tests/compile/test_dominance.py solves
-both), while a queue of a thousand one-GPU jobs in front of forty free GPUs compiles about forty.
+A class can run at most `cap` jobs at once: for each task, the pods its candidate nodes could take if
+they held nothing else (free capacity plus all that some pending job could preempt), over the pods
+one job needs. So once `cap` kept jobs of a class dominate B, some optimal plan leaves B out, and B
+gets no variable: its tasks get no candidate node. Repeating the swap argument shows the optimum of
+the trimmed model is the optimum of the whole one (tests/test_dominance.py solves both), while a
+queue of a thousand one-GPU jobs in front of forty free GPUs compiles about forty. (Only when
+extreme weights make the objective divide its coefficients through, `ObjectiveRegistry.expression`,
+may the model's own rounding differ from the units compared here.)
 
 Left whole, each its own class: elastic jobs (`min_replicas`, `min_available`; a partial gang
-changes the comparison), right-size offers, jobs a reservation names (must start, or hold) and
-jobs the previous plan named (their stability term is their own). A hold binds by submission
-and runtime, so which holds bind a job joins its class. Jobs the greedy plan places are always
-kept: its plan stays a feasible hint.
+changes the comparison), right-size offers, clusters with MIG or shared GPUs (a pod there is not
+a GPU), jobs a reservation names (must start, or hold) and jobs the previous plan named (their
+stability term is their own). A hold binds by submission and runtime, so which holds bind a job
+joins its class. Jobs the greedy plan places are always kept: its plan stays a feasible hint.
+
+The same argument restores arrival order after the search (`in_arrival_order`): aging rounds to the
+model's units, so classmates submitted minutes apart tie, and an earlier one worth at least as much
+takes the place of a later one the solver happened to place.
 """
 
 from __future__ import annotations
@@ -68,6 +74,52 @@ def dominated_tasks(problem: Problem, kept: Placement) -> frozenset[int]:
             else:
                 bisect.insort(ahead, value)
     return frozenset(out)
+
+
+def in_arrival_order(problem: Problem, placement: Placement, terms: dict[str, float]
+                     ) -> tuple[Placement, dict[str, float]]:
+    """The plan with arrival order restored among interchangeable jobs, and its terms.
+
+    The model rounds aging to its units, so jobs of one class submitted minutes apart tie, and the solver
+    may place the younger. Where a placed job has an unplaced classmate submitted earlier whose own terms
+    are worth at least as much, the earlier one takes its place: the same pods on the same nodes, every
+    constraint met as before (the module docstring), the objective no lower. `terms` change by the own
+    terms' difference."""
+    if pairs(problem) or problem.needs_device_ledger():
+        return placement, terms
+    named = _named(problem)
+    placed = placement.placed_jobs(problem)
+    classes: dict[tuple[Hashable, ...], list[int]] = {}
+    for j in range(len(problem.jobs)):
+        if problem.jobs[j].name not in named and problem.job_tasks[j] and _whole_gang(problem, j):
+            classes.setdefault(_class_key(problem, j), []).append(j)
+    moves: list[tuple[int, int]] = []  # (placed job, earlier job taking its place)
+    for members in classes.values():
+        if not placed.intersection(members) or placed.issuperset(members):
+            continue
+        ordered = sorted(members, key=lambda i: reservation_key(problem.jobs[i]))
+        waiting = [j for j in ordered if j not in placed]
+        for j in reversed([j for j in ordered if j in placed]):  # the latest placed first
+            earlier = next((w for w in waiting if reservation_key(problem.jobs[w]) < reservation_key(problem.jobs[j])
+                            and _own_value(problem, w) >= _own_value(problem, j)), None)
+            if earlier is None:
+                continue
+            waiting.remove(earlier)
+            waiting.append(j)
+            moves.append((j, earlier))
+    if not moves:
+        return placement, terms
+    out = Placement(counts={}, evicted=set(placement.evicted))
+    task_of = {}
+    for j, earlier in moves:
+        task_of.update(zip(problem.job_tasks[j], problem.job_tasks[earlier], strict=True))
+    for (t, n), k in placement.counts.items():
+        out.add(task_of.get(t, t), n, k)
+    changed = dict(terms)
+    for j, earlier in moves:
+        for name, value in _own_terms(problem, earlier).items():
+            changed[name] = changed.get(name, 0.0) + (value - _own_terms(problem, j)[name]) / SCALE
+    return out, changed
 
 
 def _named(problem: Problem) -> set[str]:
@@ -132,12 +184,17 @@ def _cap(problem: Problem, j: int, room: np.ndarray) -> int:
 
 def _own_value(problem: Problem, j: int) -> int:
     """Job j's own objective terms if placed, in the model's integer units (rounded as the model rounds)."""
+    return sum(_own_terms(problem, j).values())
+
+
+def _own_terms(problem: Problem, j: int) -> dict[str, int]:
+    """Job j's aging and turnaround terms if placed, in the model's integer units."""
     weights = problem.request.policy.weights
-    value = 0
+    out = {}
     if weights.aging:
         days = waited_days(problem, j)
-        for t in problem.job_tasks[j]:
-            value += problem.tasks[t].replicas * round(pod_value(problem.gpu_value(t)) * days * weights.aging * SCALE)
+        out["aging"] = sum(problem.tasks[t].replicas * round(pod_value(problem.gpu_value(t)) * days * weights.aging
+                                                             * SCALE) for t in problem.job_tasks[j])
     if weights.turnaround:
-        value += round(shortness(problem, j) * weights.turnaround * SCALE)
-    return value
+        out["turnaround"] = round(shortness(problem, j) * weights.turnaround * SCALE)
+    return out
