@@ -89,6 +89,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--plot", type=Path, default=None,
                     help="write a PNG here: jobs waiting and GPU utilisation over time (needs matplotlib)")
     ap.add_argument("--json", type=Path, default=None, help="also write the metrics as JSON here")
+    ap.add_argument("--deep-queue", type=int, default=None, metavar="N",
+                    help="instead: time our plan call on the strict-FIFO peer's first loop states with at least N "
+                         "jobs queued (placement/bench/cycles/deep.py)")
     return ap
 
 
@@ -110,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.load <= 0:
                 raise ValueError(f"--load must be positive, got {args.load:g}")
             cfg = replace(cfg, nodes=nodes_for_load(jobs, args.load, args.gpus_per_node))
+        if args.deep_queue is not None and args.deep_queue < 1:
+            raise ValueError(f"--deep-queue must be at least 1, got {args.deep_queue}")
         options = PolicyOptions(time_limit_s=args.time_limit, seed=args.seed)
         made = {p: make_policy(p, options) for p in policies}  # fail fast on a policy that is not there
     except DataNotFound as exc:
@@ -122,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
+    if args.deep_queue is not None:
+        return _deep(args, spec.label, jobs, cfg)
     big = max(j.gpus for j in jobs)
     if big > cfg.total_gpus:
         print(f"warning: a job needs {big} GPUs, more than the {cfg.total_gpus} of the cluster; no run can drain",
@@ -166,6 +173,19 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError:
             print("plot skipped: matplotlib is not installed (pip install matplotlib)")
     return 1 if failed else 0
+
+
+def _deep(args: argparse.Namespace, label: str, jobs: list[TraceJob], cfg: SimConfig) -> int:
+    """``--deep-queue N``: our plan call timed on deep-queue loop states (the first estimates mode)."""
+    from placement.bench.cycles import deep  # the optimizer's import stays out of the peers-only runs
+
+    mode = _choices(args.estimates, ESTIMATE_MODES, "--estimates", "mode")[0]
+    states = deep.deep_states(with_estimates(jobs, mode, seed=args.seed), cfg, args.deep_queue)
+    print(f"plan call with a deep queue: {label}, {cfg.nodes} nodes × {cfg.gpus_per_node} GPUs, loop states of "
+          f"the strict-FIFO peer with at least {args.deep_queue} jobs queued, {args.time_limit:g} s limit, "
+          f"estimates {mode}, {deep.CALLS} calls each")
+    print(deep.format_rows(deep.time_calls(states, cfg.gpus_per_node, args.time_limit, args.seed)))
+    return 0
 
 
 if __name__ == "__main__":
