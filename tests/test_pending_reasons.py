@@ -437,3 +437,15 @@ def test_explain_top_names_rivals_for_the_first_pending_jobs_only() -> None:
     assert "policy.explain_top" in reasons["new"].reason
     req["policy"]["explain_top"] = 100
     assert "outranked by jobs hi" in {p.job: p for p in plan(req).pending}["new"].reason
+
+
+def test_a_cap_on_mig_changes_is_named_when_lifting_it_would_fit_the_job() -> None:
+    # The only GPU is partitioned and idle; a whole-GPU job fits if the GPU may be made whole, which is one change.
+    node = {"name": "n1", "gpu_model": "H100-SXM5-80GB", "gpus": 1, "cpu": 64, "memory_gib": 512,
+            "mig": {"0": [{"profile": "1g.10gb", "start": s} for s in range(7)]}}
+    request = {"cluster": {"nodes": [node]}, "jobs": [{"name": "whole", "tasks": [{"name": "w", "gpus": 1}]}],
+               "policy": {"deterministic": True, "time_limit_s": 5, "allow_mig_changes": True,
+                          "max_mig_changes": 0}}
+    out = plan(request)
+    assert not out.assignments
+    assert out.pending[0].constraint == "mig" and "max_mig_changes (0) allowed more" in out.pending[0].reason

@@ -73,7 +73,10 @@ def _fits(problem: Problem, j: int, free: np.ndarray, placement: Placement | Non
 
     A queue holds hundreds of jobs of a few shapes, each asked the same few questions, so answers are kept
     per shape (`_shape`), room and placement for the problem's lifetime (the cache holds the placement, so
-    its id is never reused while its answers are)."""
+    its id is never reused while its answers are). Only the first problem that asks owns the cache: views
+    made with `replace(problem, ...)` share `extras` but not their devices or candidates, so they compute."""
+    if problem.extras.setdefault("fits_owner", problem) is not problem:
+        return _fits_now(problem, j, free, placement, topology)
     cache: dict[int, tuple[Placement | None, dict[tuple[object, ...], bool]]] = problem.extras.setdefault(
         "fits", {})  # type: ignore[assignment]
     held, answers = cache.setdefault(id(placement), (placement, {}))
