@@ -161,3 +161,21 @@ def test_the_swap_moves_pods_to_the_earlier_job_and_its_terms() -> None:
     problem, _ = _problem(longer)
     ordered, _ = dominance.in_arrival_order(problem, late, terms)
     assert ordered.placed_jobs(problem) == {1, 2}  # the oldest, worth less, keeps waiting
+
+
+def test_classmates_share_the_reason_each_would_get_alone() -> None:
+    from placement.explain import pending_reason, quota_after
+
+    request = _request([_job(f"j{i}", 1, i) for i in range(30)], busy=4, explain_top=2,
+                       weights={"turnaround": 0})
+    out = plan(request)
+    by_job = {p.job: p for p in out.pending}
+    problem, _ = _problem(request)
+    placed = Placement()
+    for a in out.assignments:
+        j = next(k for k, job in enumerate(problem.jobs) if job.name == a.job)
+        placed.add(problem.job_tasks[j][0], problem.node_index[a.node], 1)
+    usage = placed.usage(problem)
+    for j in (10, 29):  # past explain_top: no rival named, one reason for the class
+        alone = pending_reason(problem, j, placed, usage, quota_after(problem, placed), True, False)
+        assert by_job[problem.jobs[j].name].reason == alone.text

@@ -54,26 +54,47 @@ def dominated_tasks(problem: Problem, kept: Placement) -> frozenset[int]:
     if pairs(problem) or problem.needs_device_ledger():  # right-size offers; MIG, sharing: pods are no GPUs
         return frozenset()
     room = _room(problem)
-    named = _named(problem)
     keep = kept.placed_jobs(problem)
-    classes: dict[tuple[Hashable, ...], list[int]] = {}
-    for j in range(len(problem.jobs)):
-        if problem.jobs[j].name in named or not problem.job_tasks[j] or not _whole_gang(problem, j):
-            continue
-        classes.setdefault(_class_key(problem, j), []).append(j)
     out: set[int] = set()
-    for members in classes.values():
+    for members in classes(problem).values():
         cap = _cap(problem, members[0], room)
         if len(members) <= cap:
             continue
         ahead: list[int] = []  # own values of the kept jobs so far (all submitted no later), ascending
-        for j in sorted(members, key=lambda i: reservation_key(problem.jobs[i])):
+        for j in members:
             value = _own_value(problem, j)
             if j not in keep and len(ahead) - bisect.bisect_left(ahead, value) >= cap:
                 out.update(problem.job_tasks[j])
             else:
                 bisect.insort(ahead, value)
     return frozenset(out)
+
+
+def classes(problem: Problem) -> dict[tuple[Hashable, ...], list[int]]:
+    """Interchangeable jobs by class (module docstring), each class in reservation order (`reservation_key`):
+    only all-or-nothing jobs that nothing names one by one. Kept for the problem's lifetime (its first asker
+    owns the cache; a view made with `replace` computes its own)."""
+    cache = _owned(problem)
+    if "classes" in cache:
+        return cache["classes"]  # type: ignore[return-value]
+    named = _named(problem)
+    found: dict[tuple[Hashable, ...], list[int]] = {}
+    for j in range(len(problem.jobs)):
+        if problem.jobs[j].name not in named and problem.job_tasks[j] and _whole_gang(problem, j):
+            found.setdefault(_class_key(problem, j), []).append(j)
+    keys = {j: reservation_key(problem.jobs[j]) for members in found.values() for j in members}
+    for members in found.values():
+        members.sort(key=keys.__getitem__)
+    cache["classes"] = found
+    return found
+
+
+def _owned(problem: Problem) -> dict[str, object]:
+    """This module's cache for `problem`: kept in `extras` for the first problem that asks; views made with
+    `replace(problem, ...)` share `extras` but not their schedule or devices, so they get a fresh one."""
+    if problem.extras.setdefault("dominance_owner", problem) is not problem:
+        return {}
+    return problem.extras.setdefault("dominance", {})  # type: ignore[return-value]
 
 
 def in_arrival_order(problem: Problem, placement: Placement, terms: dict[str, float]
@@ -87,26 +108,26 @@ def in_arrival_order(problem: Problem, placement: Placement, terms: dict[str, fl
     terms' difference."""
     if pairs(problem) or problem.needs_device_ledger():
         return placement, terms
-    named = _named(problem)
     placed = placement.placed_jobs(problem)
-    classes: dict[tuple[Hashable, ...], list[int]] = {}
-    for j in range(len(problem.jobs)):
-        if problem.jobs[j].name not in named and problem.job_tasks[j] and _whole_gang(problem, j):
-            classes.setdefault(_class_key(problem, j), []).append(j)
     moves: list[tuple[int, int]] = []  # (placed job, earlier job taking its place)
-    for members in classes.values():
+    for members in classes(problem).values():
         if not placed.intersection(members) or placed.issuperset(members):
             continue
-        ordered = sorted(members, key=lambda i: reservation_key(problem.jobs[i]))
-        waiting = [j for j in ordered if j not in placed]
-        for j in reversed([j for j in ordered if j in placed]):  # the latest placed first
-            earlier = next((w for w in waiting if reservation_key(problem.jobs[w]) < reservation_key(problem.jobs[j])
-                            and _own_value(problem, w) >= _own_value(problem, j)), None)
+        rank = {j: i for i, j in enumerate(members)}  # reservation order
+        waiting = [j for j in members if j not in placed]
+        for j in reversed([j for j in members if j in placed]):  # the latest placed first
+            value = _own_value(problem, j)
+            earlier = None
+            for w in waiting:
+                if rank[w] >= rank[j]:
+                    break  # the rest came later
+                if _own_value(problem, w) >= value:
+                    earlier = w
+                    break
             if earlier is None:
                 continue
             waiting.remove(earlier)
-            waiting.append(j)
-            moves.append((j, earlier))
+            moves.append((j, earlier))  # j waits now; it came after every job still placed before it
     if not moves:
         return placement, terms
     out = Placement(counts={}, evicted=set(placement.evicted))
@@ -184,7 +205,10 @@ def _cap(problem: Problem, j: int, room: np.ndarray) -> int:
 
 def _own_value(problem: Problem, j: int) -> int:
     """Job j's own objective terms if placed, in the model's integer units (rounded as the model rounds)."""
-    return sum(_own_terms(problem, j).values())
+    values: dict[int, int] = _owned(problem).setdefault("own_values", {})  # type: ignore[assignment]
+    if j not in values:
+        values[j] = sum(_own_terms(problem, j).values())
+    return values[j]
 
 
 def _own_terms(problem: Problem, j: int) -> dict[str, int]:

@@ -15,7 +15,7 @@ import numpy as np
 from placement_models import Assignment, Objective, Pending, Plan, PlanStatus, Preemption, SolverStats
 
 from placement import picks, pricing, provision
-from placement.compile import cost
+from placement.compile import cost, dominance
 from placement.compile import topology as topology_terms
 from placement.decode import devices, schedule
 from placement.decode.teams import team_reports
@@ -67,9 +67,21 @@ def decode(problem: Problem, placement: Placement, terms: dict[str, float], stat
     top = problem.request.policy.explain_top  # who holds their room is named for these, highest class, oldest
     detailed = set(sorted(waiting, key=lambda j: (-problem.jobs[j].priority, problem.jobs[j].submitted_at or _EPOCH,
                                                   problem.jobs[j].name))[:top])
-    pending = [_pending(problem, j, placement, usage, pending_reason(problem, j, placement, usage, ledger,
-                                                                    status == "optimal", j in detailed))
-               for j in waiting]
+    # Interchangeable jobs explained without naming who holds their room get one and the same reason: every
+    # input of it is their class's (placement.compile.dominance); thousands of queued classmates ask it once.
+    class_of = {j: key for key, members in dominance.classes(problem).items() for j in members}
+    shared: dict[object, Reason] = {}
+
+    def reason(j: int) -> Reason:
+        key = class_of.get(j) if j not in detailed else None
+        if key is not None and key in shared:
+            return shared[key]
+        found = pending_reason(problem, j, placement, usage, ledger, status == "optimal", j in detailed)
+        if key is not None:
+            shared[key] = found
+        return found
+
+    pending = [_pending(problem, j, placement, usage, reason(j)) for j in waiting]
     pending = schedule.annotate(problem, placement, _with_screened(problem, pending))
     bound = assignments(problem, placement)
     terms = {**terms, **topology_terms.bandwidth_terms(problem, bound)}  # computed from the GPUs chosen
