@@ -179,3 +179,21 @@ def test_classmates_share_the_reason_each_would_get_alone() -> None:
     for j in (10, 29):  # past explain_top: no rival named, one reason for the class
         alone = pending_reason(problem, j, placed, usage, quota_after(problem, placed), True, False)
         assert by_job[problem.jobs[j].name].reason == alone.text
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from([1, 2, 4]), st.integers(0, 600), st.sampled_from([None, 1.0, 8.0])),
+                min_size=4, max_size=30), st.integers(0, 8), st.sampled_from([0.0, 2.0]))
+def test_no_earlier_classmate_worth_as_much_waits_behind_a_placed_one(
+        shapes: list[tuple[int, int, float | None]], busy: int, turnaround: float) -> None:
+    jobs = [{"name": f"j{i}", "submitted_at": f"2026-01-09T{10 + s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d}Z",
+             "expected_runtime_h": runtime, "tasks": [{"name": "w", "gpus": gpus}]}
+            for i, (gpus, s, runtime) in enumerate(shapes)]
+    request = _request(jobs, busy=busy, weights={"aging": 1.0, "turnaround": turnaround})
+    placed = {a.job for a in plan(request).assignments}
+    problem, _ = _problem(request)
+    for members in dominance.classes(problem).values():  # in reservation order
+        for i, early in enumerate(members):
+            for late in members[i + 1:]:
+                if problem.jobs[late].name in placed and problem.jobs[early].name not in placed:
+                    assert dominance._own_value(problem, early) < dominance._own_value(problem, late)
