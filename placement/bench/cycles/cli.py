@@ -58,11 +58,12 @@ def _choices(text: str, known: Iterable[str], option: str, what: str) -> list[st
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="placement bench cycles", description=DESCRIPTION)
     ap.add_argument("--data", type=Path, default=None,
-                    help="folder holding itp/ (Microsoft ITP, github.com/microsoft/elasticflow-traces) and openb/ "
-                    "(Alibaba cluster-trace-gpu-v2023) (default: $PLACEMENT_DATA)")
+                    help="folder holding itp/ (Microsoft ITP, github.com/microsoft/elasticflow-traces), openb/ "
+                    "(Alibaba cluster-trace-gpu-v2023) and helios/<Cluster>/cluster_log.csv (SenseTime Helios, "
+                    "github.com/S-Lab-System-Group/HeliosData) (default: $PLACEMENT_DATA)")
     ap.add_argument("--trace", default="itp:cluster04:6000-7999",
-                    help="itp:clusterNN[:FIRST-LAST] (rows in submission order, inclusive) or openb:VARIANT "
-                    "(default: itp:cluster04:6000-7999)")
+                    help="itp:clusterNN[:FIRST-LAST] or helios:CLUSTER[:FIRST-LAST] (rows in submission order, "
+                    "inclusive), or openb:VARIANT (default: itp:cluster04:6000-7999)")
     ap.add_argument("--nodes", type=int, default=42, help="identical nodes (default: 42)")
     ap.add_argument("--load", type=float, default=None,
                     help="size the cluster instead of --nodes: the fewest nodes at which the trace's GPU-hours over "

@@ -3,8 +3,9 @@
 Why this exists: the simulator and the policies work on job records only, so this is the one place
 that knows file names, columns, how a slice of a trace is cut and how runtime estimates are made.
 The data is not shipped: ``--data DIR`` or ``$PLACEMENT_DATA`` names the folder holding ``itp/``
-(Microsoft ITP training jobs, github.com/microsoft/elasticflow-traces) and ``openb/`` (Alibaba
-cluster-trace-gpu-v2023, github.com/alibaba/clusterdata).
+(Microsoft ITP training jobs, github.com/microsoft/elasticflow-traces), ``openb/`` (Alibaba
+cluster-trace-gpu-v2023, github.com/alibaba/clusterdata) and ``helios/<Cluster>/cluster_log.csv``
+(SenseTime Helios, github.com/S-Lab-System-Group/HeliosData: Venus, Earth, Saturn, Uranus).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import math
 import os
 import re
 from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +39,7 @@ class TraceSpec:
 
     ``first``/``last`` are inclusive job positions after sorting by submission time (None: all)."""
 
-    source: str  #: ``itp`` or ``openb``
+    source: str  #: ``itp``, ``openb`` or ``helios``
     name: str  #: ``cluster04``, ``default``, ...
     first: int | None = None
     last: int | None = None
@@ -48,7 +50,7 @@ class TraceSpec:
         return f"{self.source}:{self.name}{rows}"
 
 
-_SPEC = re.compile(r"^(itp|openb):([A-Za-z0-9_.-]+)(?::(\d+)-(\d+))?$")
+_SPEC = re.compile(r"^(itp|openb|helios):([A-Za-z0-9_.-]+)(?::(\d+)-(\d+))?$")
 
 
 def parse_trace(text: str) -> TraceSpec:
@@ -56,8 +58,8 @@ def parse_trace(text: str) -> TraceSpec:
     m = _SPEC.match(text.strip())
     if m is None:
         raise ValueError(
-            f"bad --trace {text!r}: expected itp:clusterNN[:FIRST-LAST] (e.g. itp:cluster04:6000-7999) "
-            "or openb:VARIANT (e.g. openb:default)"
+            f"bad --trace {text!r}: expected itp:clusterNN[:FIRST-LAST] (e.g. itp:cluster04:6000-7999), "
+            "openb:VARIANT (e.g. openb:default) or helios:CLUSTER[:FIRST-LAST] (e.g. helios:venus:0-1999)"
         )
     source, name, lo, hi = m.groups()
     if lo is None:
@@ -79,7 +81,7 @@ def resolve_data_dir(data: Path | str | None = None) -> Path:
     path = Path(data)
     if not path.is_dir():
         raise DataNotFound(f"data folder {path} does not exist: pass --data DIR or set PLACEMENT_DATA to the folder "
-                           "holding itp/ and openb/")
+                           "holding itp/, openb/ or helios/")
     return path
 
 
@@ -143,6 +145,35 @@ def load_openb(data: Path | str | None, variant: str = "default", first: int | N
     return _cut(jobs, first, last, shift)
 
 
+def load_helios(data: Path | str | None, cluster: str, first: int | None = None, last: int | None = None,
+                shift: bool = True) -> list[TraceJob]:
+    """The GPU jobs of ``helios/<Cluster>/cluster_log.csv`` (HeliosData's Slurm log: ``job_id, user, vc,
+    gpu_num, cpu_num, node_num, state, submit_time, start_time, end_time, duration, queue``), by submission.
+
+    gpus = gpu_num, duration = ``duration`` (seconds run), submitted at ``submit_time``, team = ``vc``.
+    Every end state is kept: a job that failed or was cancelled still held its GPUs while it ran. Jobs
+    without GPUs or that never ran (duration 0 or empty) are skipped. The folder name's case is free."""
+    base = resolve_data_dir(data) / "helios"
+    folder = next((d for d in sorted(base.iterdir()) if d.is_dir() and d.name.lower() == cluster.lower()), None) \
+        if base.is_dir() else None
+    path = None if folder is None else folder / "cluster_log.csv"
+    if path is None or not path.is_file():
+        known = ", ".join(sorted(d.name for d in base.iterdir() if (d / "cluster_log.csv").is_file())) \
+            if base.is_dir() else "none"
+        raise DataNotFound(f"Helios trace {cluster!r} not found: no {base / cluster / 'cluster_log.csv'}. "
+                           f"Clusters there: {known or 'none'}")
+    jobs: list[TraceJob] = []
+    with path.open(newline="") as fh:
+        for r in csv.DictReader(fh):
+            gpus, ran = int(r.get("gpu_num") or 0), float(r.get("duration") or 0)
+            submitted = r.get("submit_time") or ""
+            if gpus <= 0 or ran <= 0 or not submitted:
+                continue
+            at = datetime.fromisoformat(submitted).replace(tzinfo=timezone.utc).timestamp()
+            jobs.append(TraceJob(name=r["job_id"], submit_s=at, duration_s=ran, gpus=gpus, team=r.get("vc") or None))
+    return _cut(jobs, first, last, shift)
+
+
 def with_estimates(jobs: list[TraceJob], mode: str, seed: int = 0) -> list[TraceJob]:
     """Copies of ``jobs`` with ``estimate_s`` set: ``exact`` (the duration), ``noisy`` (the duration × a
     factor log-uniform in [0.5, 2], one draw per job in list order from ``seed``) or ``none`` (None)."""
@@ -163,6 +194,8 @@ def load(spec: TraceSpec | str, data: Path | str | None = None, limit: int | Non
         spec = parse_trace(spec)
     if spec.source == "itp":
         jobs = load_itp(data, spec.name, spec.first, spec.last)
+    elif spec.source == "helios":
+        jobs = load_helios(data, spec.name, spec.first, spec.last)
     else:
         jobs = load_openb(data, spec.name, spec.first, spec.last)
     if limit is not None:
