@@ -197,3 +197,9 @@ def test_no_earlier_classmate_worth_as_much_waits_behind_a_placed_one(
             for late in members[i + 1:]:
                 if problem.jobs[late].name in placed and problem.jobs[early].name not in placed:
                     assert dominance._own_value(problem, early) < dominance._own_value(problem, late)
+
+
+def test_jobs_that_ask_for_nothing_are_never_left_out() -> None:
+    # Any number of them fit: no cap (a sum of "unbounded" pods per node must not wrap around either).
+    jobs = [{"name": f"z{i}", "submitted_at": "2026-01-09T00:00:00Z", "tasks": [{"name": "w"}]} for i in range(6)]
+    assert _idle_jobs(_request(jobs, nodes=3)) == set()

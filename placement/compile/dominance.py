@@ -51,14 +51,12 @@ _OWN = frozenset({"name", "submitted_at", "expected_runtime_h", "tasks"})
 
 def dominated_tasks(problem: Problem, kept: Placement) -> frozenset[int]:
     """Tasks of the jobs no optimal plan needs (module docstring); `kept`'s placed jobs stay."""
-    if pairs(problem) or problem.needs_device_ledger():  # right-size offers; MIG, sharing: pods are no GPUs
-        return frozenset()
     room = _room(problem)
     keep = kept.placed_jobs(problem)
     out: set[int] = set()
     for members in classes(problem).values():
         cap = _cap(problem, members[0], room)
-        if len(members) <= cap:
+        if cap is None or len(members) <= cap:
             continue
         ahead: list[int] = []  # own values of the kept jobs so far (all submitted no later), ascending
         for j in members:
@@ -77,15 +75,17 @@ def classes(problem: Problem) -> dict[tuple[Hashable, ...], list[int]]:
     cache = _owned(problem)
     if "classes" in cache:
         return cache["classes"]  # type: ignore[return-value]
-    named = _named(problem)
     found: dict[tuple[Hashable, ...], list[int]] = {}
+    cache["classes"] = found
+    if pairs(problem) or problem.needs_device_ledger():  # right-size offers; MIG, sharing: pods are no GPUs
+        return found
+    named = _named(problem)
     for j in range(len(problem.jobs)):
         if problem.jobs[j].name not in named and problem.job_tasks[j] and _whole_gang(problem, j):
             found.setdefault(_class_key(problem, j), []).append(j)
     keys = {j: reservation_key(problem.jobs[j]) for members in found.values() for j in members}
     for members in found.values():
         members.sort(key=keys.__getitem__)
-    cache["classes"] = found
     return found
 
 
@@ -106,8 +106,6 @@ def in_arrival_order(problem: Problem, placement: Placement, terms: dict[str, fl
     are worth at least as much, the earlier one takes its place: the same pods on the same nodes, every
     constraint met as before (the module docstring), the objective no lower. `terms` change by the own
     terms' difference."""
-    if pairs(problem) or problem.needs_device_ledger():
-        return placement, terms
     placed = placement.placed_jobs(problem)
     moves: list[tuple[int, int]] = []  # (placed job, earlier job taking its place)
     for members in classes(problem).values():
@@ -190,17 +188,19 @@ def _room(problem: Problem) -> np.ndarray:
     return room
 
 
-def _cap(problem: Problem, j: int, room: np.ndarray) -> int:
+def _cap(problem: Problem, j: int, room: np.ndarray) -> int | None:
     """Most jobs of job j's class that fit at once: per task, the pods its candidate nodes take alone (each
-    node filled with that task's pods only) over the pods one job needs there."""
+    node filled with that task's pods only) over the pods one job needs there. None: no bound (its tasks
+    ask for nothing, so any number fit)."""
     most = []
     for t in problem.job_tasks[j]:
         task = problem.tasks[t]
-        fit = np.full(task.candidates.size, np.iinfo(np.int64).max // 2, dtype=np.int64)
-        for dim in np.flatnonzero(task.demand > 0).tolist():
-            np.minimum(fit, room[task.candidates, dim] // task.demand[dim], out=fit)
+        asked = np.flatnonzero(task.demand > 0).tolist()
+        if not asked:
+            continue
+        fit = np.min(room[task.candidates][:, asked] // task.demand[asked], axis=1)
         most.append(int(fit.sum()) // task.replicas)
-    return min(most)
+    return min(most) if most else None
 
 
 def _own_value(problem: Problem, j: int) -> int:
