@@ -9,8 +9,10 @@ arrival: `timeline.reservation_key`), and the rest of the plan stays the optimis
 * of those that do not, the first `policy.max_reservations` get a **hold**: the earliest moment each
   fits as running jobs end (their `started_at` + `expected_runtime_h`), on the nodes where it fits then.
   Until that moment the plan may put on those nodes only work expected to end by then, plus whatever
-  leaves the held GPUs free (`Hold.long_room`). As EASY binds only the jobs behind its head, the rule
-  binds only jobs after the held one in reservation order. Jobs without a runtime are assumed to outlast every hold.
+  leaves the held GPUs free (`Hold.long_room`). The rule binds every job but the held one, jobs of a higher
+  class and jobs that must start: older jobs too, which fit now and may start now, but not on the held GPUs
+  (as in Slurm, nothing may delay the reserved job; when older work could take the held nodes, the hold's
+  start slid back every cycle). Jobs without a runtime are assumed to outlast every hold.
 
 Holds count GPUs only (CPU and memory of a node rarely bind a GPU gang) and ignore other pending work
 (it is this plan's choice, and bound by the hold itself). Where no known end makes room, a single-task
@@ -54,6 +56,7 @@ def attach(problem: Problem) -> Problem:
     index = {job.name: j for j, job in enumerate(problem.jobs)}
     free = problem.free.copy()
     ends = running_ends(whole, now)
+    exempt = timeline.starting(request, problem.jobs)
     must: list[str] = []
     holds: list[Hold] = []
     unheld: dict[str, str] = {}
@@ -73,7 +76,7 @@ def attach(problem: Problem) -> Problem:
             continue
         if len(holds) >= request.policy.max_reservations:
             continue
-        hold = _hold(whole, j, free, Releases(ends, free.shape), holds)
+        hold = _hold(whole, j, free, Releases(ends, free.shape), holds, exempt)
         if hold is None:
             unheld[name] = ("no running job is expected to end where it would fit (running jobs need started_at "
                             "and expected_runtime_h)")
@@ -202,7 +205,8 @@ def earliest_fit(problem: Problem, j: int, free: np.ndarray, releases: Releases,
     return Fit(releases.times[lo], _placed(view, j, np.maximum(free + released - held, 0)), released)
 
 
-def _hold(problem: Problem, j: int, free: np.ndarray, releases: Releases, earlier: list[Hold]) -> Hold | None:
+def _hold(problem: Problem, j: int, free: np.ndarray, releases: Releases, earlier: list[Hold],
+          exempt: frozenset[str]) -> Hold | None:
     """The earliest moment job j fits as running jobs end, and where (best fit then); else a drain; else None."""
     held = np.zeros_like(free)
     for h in earlier:
@@ -210,7 +214,7 @@ def _hold(problem: Problem, j: int, free: np.ndarray, releases: Releases, earlie
             held[n, 0] += g
     found = earliest_fit(problem, j, free, releases, held)
     if found is None:
-        return _drain(problem, j, free, held) if problem.jobs[j].topology is None else None
+        return _drain(problem, j, free, held, exempt) if problem.jobs[j].topology is None else None
     moment, counts, rel = found
     gpus: dict[int, int] = {}
     for (t, n), k in counts.items():
@@ -218,10 +222,10 @@ def _hold(problem: Problem, j: int, free: np.ndarray, releases: Releases, earlie
         if g:
             gpus[n] = gpus.get(n, 0) + g
     room = {n: max(0, int(free[n, 0] + rel[n, 0] - held[n, 0]) - g) for n, g in gpus.items()}
-    return Hold(problem.jobs[j].name, moment, gpus, room, timeline.reservation_key(problem.jobs[j]))
+    return Hold(problem.jobs[j].name, moment, gpus, room, problem.jobs[j].priority, exempt)
 
 
-def _drain(problem: Problem, j: int, free: np.ndarray, held: np.ndarray) -> Hold | None:
+def _drain(problem: Problem, j: int, free: np.ndarray, held: np.ndarray, exempt: frozenset[str]) -> Hold | None:
     """A hold without a start, where no known end makes room: the nodes with the most GPUs free now that
     hold the gang once emptied, on which nothing new may take the gang's GPUs (every job outlasts an
     unknown start) — they drain as their running work ends, and the gang starts when it fits
@@ -244,5 +248,5 @@ def _drain(problem: Problem, j: int, free: np.ndarray, held: np.ndarray) -> Hold
             need -= fit
         if need == 0:
             return Hold(problem.jobs[j].name, None, gpus, {n: int(room[n]) - g for n, g in gpus.items()},
-                        timeline.reservation_key(problem.jobs[j]))
+                        problem.jobs[j].priority, exempt)
     return None

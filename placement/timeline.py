@@ -100,11 +100,17 @@ def must_start(request: PlacementRequest, job: Job) -> bool:
     """Does `job` start as soon as it fits? When it has waited `policy.max_wait_h`, or held a reservation in
     the previous plan (`policy.previous_plan`): a reservation is kept by starting on it, not by giving the
     room it waited for to work that came later."""
+    return job.name in starting(request, (job,))
+
+
+def starting(request: PlacementRequest, jobs: tuple[Job, ...]) -> frozenset[str]:
+    """The names of `jobs` that start as soon as they fit (`must_start`), found in one pass."""
     limit = request.policy.max_wait_h
-    if limit is not None and waited_h(job, request.planning_time()) >= limit:
-        return True
     previous = request.policy.previous_plan
-    return previous is not None and any(r.job == job.name for r in previous.reservations)
+    reserved = {r.job for r in previous.reservations} if previous is not None else set()
+    now = request.planning_time()
+    return frozenset(job.name for job in jobs
+                     if job.name in reserved or (limit is not None and waited_h(job, now) >= limit))
 
 
 @dataclass(frozen=True)
@@ -119,16 +125,21 @@ class Hold:
     start: datetime | None
     gpus: dict[int, int] = field(default_factory=dict)
     long_room: dict[int, int] = field(default_factory=dict)
-    #: the held job's `reservation_key`: only jobs after it in that order are bound
-    #: (None: every job)
-    key: tuple | None = None
+    #: the held job's priority: jobs of a higher class are never bound (a hold serves the highest class waiting)
+    priority: int = 0
+    #: jobs that start as soon as they fit (`starting`): starved past `max_wait_h` or reserved before, they
+    #: come first and are never bound
+    exempt: frozenset[str] = frozenset()
 
     def binds(self, job: Job, now: datetime) -> bool:
-        """Must `job` keep off the held GPUs? When it comes after the held job in reservation order (those
-        before it were ahead of it for the room) and would run past the hold's start. Never the held job."""
-        if job.name == self.job or ends_by(job, now, self.start):
+        """Must `job` keep off the held GPUs? When it would run past the hold's start — whether it was
+        submitted before the held job or after: a hold is a promise of a start, and an older job that fits
+        now was not blocked, so it may start now, but elsewhere or on what the hold leaves free (Slurm's
+        backfill: nothing delays the reserved job). Never the held job, a job of a higher class, or one
+        that must start as soon as it fits."""
+        if job.name == self.job or job.priority > self.priority or job.name in self.exempt:
             return False
-        return self.key is None or reservation_key(job) > self.key
+        return not ends_by(job, now, self.start)
 
 
 @dataclass(frozen=True)

@@ -169,18 +169,43 @@ def test_reserve_after_alone_holds_nodes_for_a_blocked_job() -> None:
     assert res.job == "G" and "policy.reserve_after_h (12 h)" in res.reason
 
 
-def test_a_job_ahead_of_the_reserved_one_is_not_bound_by_its_reservation() -> None:
+def test_a_starved_job_ahead_of_the_reserved_one_is_not_bound_by_its_reservation() -> None:
     request = _request()
-    # L (4 GPUs) has waited 5 days: 480 GPU-hours against G's 16 GPUs × 24 h = 384, so it was ahead of G
+    # L (4 GPUs) has waited 5 days, past max_wait_h like G: it starts as soon as it fits, ahead of G
     request["jobs"][1]["submitted_at"] = "2025-12-28T00:00:00Z"
     out = plan(request)
     assert all(p.constraint != "reservation" for p in out.pending)
-    moved = out.model_copy(update={"assignments": [a.model_copy(update={"job": "L"}) for a in out.assignments],
-                                   "pending": [p for p in out.pending if p.job != "L"] +
-                                              [p.model_copy(update={"job": "S"}) for p in out.pending if p.job == "L"]})
     from placement_models import PlacementRequest
 
-    assert verify(PlacementRequest.model_validate(request), moved) == []
+    assert verify(PlacementRequest.model_validate(request), _l_instead_of_s(out)) == []
+
+
+def _l_instead_of_s(out: Any) -> Any:
+    """`out` with L where it placed S, and S pending where L was."""
+    return out.model_copy(update={
+        "assignments": [a.model_copy(update={"job": "L"}) for a in out.assignments],
+        "pending": [p for p in out.pending if p.job != "L"] + [p.model_copy(update={"job": "S"})
+                                                                for p in out.pending if p.job == "L"]})
+
+
+def test_an_older_job_that_is_not_starved_may_not_take_the_held_gpus_past_the_start() -> None:
+    from placement_models import PlacementRequest
+
+    request = _request(max_wait_h=None)
+    request["policy"]["reserve_after_h"] = 12
+    request["jobs"][1]["submitted_at"] = "2025-12-31T00:00:00Z"  # L came before G, but fits now: not blocked
+    out = plan(request)
+    [res] = out.reservations
+    assert res.job == "G"
+    # L (12 h) would end after G's start at 10:00 on n1: it waits, S (0.5 h) backfills
+    assert [(a.job, a.node) for a in out.assignments] == [("S", "n1")]
+    pending = {p.job: p for p in out.pending}
+    assert pending["L"].constraint == "reservation" and "reservation of G" in pending["L"].reason
+    [violation] = verify(PlacementRequest.model_validate(request), _l_instead_of_s(out))
+    assert "holds 8 GPUs for job G" in violation and "4 GPUs of work running past then" in violation
+    # a job of a higher class is never bound by a lower class's hold (it is not blocked behind it)
+    request["jobs"][1]["priority"] = 1
+    assert verify(PlacementRequest.model_validate(request), _l_instead_of_s(out)) == []
 
 
 def test_reservation_order_is_class_then_exact_arrival() -> None:

@@ -4,10 +4,10 @@ Recomputed from the request alone. For each of the plan's reservations (`Plan.re
 each reserved node: the GPUs free there now, plus those running jobs are expected to release by the
 reservation's `earliest_start` (`started_at` + `expected_runtime_h`, no earlier than the planning
 time), must cover the reserved GPUs plus the GPUs the plan's new pods take there whose jobs are
-expected to run past that start (or give no runtime) and come after the reserved job in reservation
-order (class, then submission, then name: jobs before it were ahead of it). A reservation without a start (its nodes
-drain) counts every running job as ended and every new pod as outlasting it. The reserved job
-itself stays pending.
+expected to run past that start (or give no runtime), unless they are of a higher class than the
+reserved job or start as soon as they fit (waited `max_wait_h`, or reserved in the previous plan). A
+reservation without a start (its nodes drain) counts every running job as ended and every new pod as
+outlasting it. The reserved job itself stays pending.
 """
 
 from __future__ import annotations
@@ -29,18 +29,21 @@ def _end(run: RunningJob, now: datetime) -> datetime | None:
     return max(now, run.started_at + timedelta(hours=run.expected_runtime_h))
 
 
-def _order(job: Job) -> tuple:
-    """Reservation order, first first: class, then submission (unknown: last), then name."""
-    submitted = job.submitted_at.timestamp() if job.submitted_at is not None else float("inf")
-    return (-job.priority, submitted, job.name)
+def _starting(ctx: Context, now: datetime) -> set[str]:
+    """Pending jobs that start as soon as they fit: waited `max_wait_h`, or reserved in the previous plan."""
+    policy = ctx.request.policy
+    reserved = {r.job for r in policy.previous_plan.reservations} if policy.previous_plan is not None else set()
+    out = set(reserved)
+    if policy.max_wait_h is not None:
+        out |= {name for name, job in ctx.pending_jobs.items() if job.submitted_at is not None
+                and (now - job.submitted_at).total_seconds() / 3600.0 >= policy.max_wait_h}
+    return out
 
 
-def _binds(job: Job, held: Job, now: datetime, start: datetime | None) -> bool:
-    """Is `job` bound by the reservation of `held`: after it in reservation order and running past the
-    reservation's start?"""
-    if job.name == held.name:
-        return False
-    if _order(job) <= _order(held):
+def _binds(job: Job, held: Job, now: datetime, start: datetime | None, starting: set[str]) -> bool:
+    """Is `job` bound by the reservation of `held`: not of a higher class, not bound to start as soon as it
+    fits, and running past the reservation's start?"""
+    if job.name == held.name or job.priority > held.priority or job.name in starting:
         return False
     return start is None or job.expected_runtime_h is None or now + timedelta(hours=job.expected_runtime_h) > start
 
@@ -55,6 +58,7 @@ def _free_gpus(ctx: Context, node: str) -> int:
 def check_reservation(ctx: Context) -> list[str]:
     out: list[str] = []
     now = _now(ctx)
+    starting = _starting(ctx, now) if ctx.plan.reservations else set()
     assigned = {a.job for a in ctx.plan.assignments}
     for res in ctx.plan.reservations:
         if res.job not in ctx.pending_jobs:
@@ -77,7 +81,7 @@ def check_reservation(ctx: Context) -> list[str]:
                                 for pod in run.pods if pod.node == held.node and pod.gpu_share is None)
             outlasting = sum(len(r.a.gpus) for r in ctx.resolved
                              if r.a.node == held.node and r.a.mig is None and r.a.gpu_share is None
-                             and _binds(r.job, ctx.pending_jobs[res.job], now, res.earliest_start))
+                             and _binds(r.job, ctx.pending_jobs[res.job], now, res.earliest_start, starting))
             room = _free_gpus(ctx, held.node) + released
             if held.gpus + outlasting > room:
                 when = res.earliest_start.isoformat() if res.earliest_start is not None else "when it drains"
