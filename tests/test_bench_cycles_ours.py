@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from placement.bench.cycles.ours import Ours
 from placement.bench.cycles.sim import SimConfig, simulate
-from placement.bench.cycles.state import TraceJob
+from placement.bench.cycles.state import Running, TraceJob
 
 
 def _trace() -> list[TraceJob]:
@@ -27,3 +29,31 @@ def test_every_job_runs_and_the_reservation_bounds_the_big_gangs_wait() -> None:
     waited_held = held.first_start_s[big] - held.jobs[big].submit_s
     waited_free = free_for_all.first_start_s[big] - free_for_all.jobs[big].submit_s
     assert waited_held < waited_free
+
+
+def test_without_estimates_las_classes_let_fresh_jobs_evict_long_running_ones() -> None:
+    """One node, a long 8-GPU job first, then short one-GPU jobs: with `las_gpu_h` the long job drops a class
+    once it has run 1 GPU-hour and is preempted (back to the queue, resumed later); every job finishes."""
+    long_job = TraceJob("long", submit_s=0.0, duration_s=8 * 3600.0, gpus=8)
+    shorts = [TraceJob(f"s{i}", submit_s=3600.0 + 60.0 * i, duration_s=900.0, gpus=1) for i in range(4)]
+    cfg = SimConfig(nodes=1, gpus_per_node=8, cycle_s=60.0, checkpoint_h=0.5)
+    las = simulate([long_job, *shorts], Ours(time_limit_s=0.5, workers=1, reserve_after_h=None, las_gpu_h=1.0), cfg)
+    plain = simulate([TraceJob(j.name, j.submit_s, j.duration_s, j.gpus) for j in [long_job, *shorts]],
+                     Ours(time_limit_s=0.5, workers=1, reserve_after_h=None), cfg)
+    assert las.drained and plain.drained and las.invalid_decisions == 0
+    assert las.preemptions >= 1 and plain.preemptions == 0
+    first = {job.name: las.first_start_s[i] - job.submit_s for i, job in enumerate(las.jobs)}
+    assert all(first[f"s{i}"] < 600 for i in range(4))  # started within a few cycles, not after the long job
+    assert all(plain.first_start_s[i] - job.submit_s > 3600 for i, job in enumerate(plain.jobs) if job.gpus == 1)
+
+
+def test_las_request_puts_fresh_work_a_class_up_and_running_work_preemptible() -> None:
+    ours = Ours(reserve_after_h=None, las_gpu_h=1.0)
+    fresh = TraceJob("fresh", submit_s=0.0, duration_s=60.0, gpus=2)
+    old = TraceJob("old", submit_s=0.0, duration_s=9e4, gpus=4, attained_gpu_s=4 * 3600.0)
+    request = ours.request(7200.0, [fresh], [Running(old, start_s=3600.0, nodes={0: 4}, checkpoint_s=5400.0)],
+                           free=np.array([4]), gpus_per_node=8)
+    [job], [run] = request["jobs"], request["cluster"]["running"]
+    assert (job["priority"], run["priority"]) == (1, 0)
+    assert run["preemptible"] and run["checkpointed_at"].startswith("2026-01-01T01:30")
+    assert request["policy"]["preemption"] is True and request["policy"]["min_runtime_s"] > 0

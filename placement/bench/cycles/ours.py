@@ -4,6 +4,12 @@ What a scheduler integration would send: nodes, running jobs with their start ti
 estimates (`expected_runtime_h`, so reservations know when GPUs free up), the queue with submission
 times and estimates, and `policy.max_wait_h` so starved gangs get reservations. The plan comes back
 verified (`placement.plan` checks every plan), and its assignments are the cycle's starts.
+
+Without runtime estimates a scheduler can still put short work first the way Tiresias does, by the
+service each job has attained: `las_gpu_h` sends jobs that have run less than that many GPU-hours one
+priority class up, marks running jobs preemptible (with their last checkpoint) and turns
+`policy.preemption` on, so the plan starts fresh jobs by evicting ones that have run long — Tiresias's
+two-queue discretised LAS, with the planner choosing victims and packing.
 """
 
 from __future__ import annotations
@@ -22,6 +28,10 @@ EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
 TURNAROUND = 2.0
 #: A GPU model from the catalog; the trace names none, and whole-GPU gangs do not care which.
 GPU_MODEL = "H100-SXM5-80GB"
+#: `las_gpu_h` of the bench's placement-las: one GPU-hour, the Tiresias-like peer's (and its authors') threshold.
+LAS_GPU_H = 1.0
+#: With `las_gpu_h`: a running job is never preempted in its first 10 minutes (as the Tiresias-like peer's lease).
+LAS_MIN_RUNTIME_S = 600.0
 
 
 def _at(seconds: float) -> str:
@@ -41,8 +51,13 @@ class Ours:
 
     def __init__(self, time_limit_s: float = 1.0, seed: int = 0, max_wait_h: float | None = None,
                  workers: int = 2, weights: dict[str, float] | None = None, max_reservations: int = 1,
-                 reserve_after_h: float | None = 6.0, name: str = "placement") -> None:
+                 reserve_after_h: float | None = 6.0, name: str = "placement",
+                 las_gpu_h: float | None = None) -> None:
         self.name = name
+        self.las_gpu_h = las_gpu_h
+        #: attained service changes a job's class as time passes, so a LAS loop looks every cycle
+        self.every_cycle = las_gpu_h is not None
+        self._seen: tuple | None = None
         self.weights = {"turnaround": TURNAROUND, **(weights or {})}
         self.reserve_after_h = reserve_after_h
         self.max_reservations = max_reservations
@@ -51,6 +66,12 @@ class Ours:
         self.max_wait_h = max_wait_h
         self.workers = workers
         self.last_plan: Any = None
+
+    def priority(self, job: TraceJob) -> int:
+        """The job's class: its own priority, and with `las_gpu_h` one class up until it has run that long."""
+        if self.las_gpu_h is None:
+            return job.priority
+        return 2 * job.priority + int(job.attained_gpu_s < self.las_gpu_h * 3600.0)
 
     def request(self, now_s: float, queue: list[TraceJob], running: list[Running], free: np.ndarray,
                 gpus_per_node: int) -> dict[str, Any]:
@@ -64,8 +85,12 @@ class Ours:
                 pods.append({"task": "w", "node": f"n{n}", "gpus": list(range(next_gpu[n], next_gpu[n] + gpus))})
                 next_gpu[n] += gpus
             estimate = None if r.job.estimate_s is None else r.job.estimate_s - r.job.done_s
-            runs.append({"job": r.job.name, "priority": r.job.priority, "started_at": _at(r.start_s),
-                         "expected_runtime_h": _hours(estimate), "pods": pods})
+            run = {"job": r.job.name, "priority": self.priority(r.job), "started_at": _at(r.start_s),
+                   "expected_runtime_h": _hours(estimate), "pods": pods}
+            if self.las_gpu_h is not None:
+                run.update(preemptible=True, checkpointed_at=_at(r.checkpoint_s if r.checkpoint_s is not None
+                                                                 else r.start_s))
+            runs.append(run)
         for n, taken in enumerate(next_gpu):  # down nodes (spot reclaims) show no free GPUs: mark them unhealthy
             down = gpus_per_node - taken - int(free[n])
             if down > 0:
@@ -74,14 +99,16 @@ class Ours:
         for job in queue:
             pods = pods_of(job.gpus, gpus_per_node)
             estimate = None if job.estimate_s is None else job.estimate_s - job.done_s
-            jobs.append({"name": job.name, "priority": job.priority, "submitted_at": _at(job.submit_s),
+            jobs.append({"name": job.name, "priority": self.priority(job), "submitted_at": _at(job.submit_s),
                          "expected_runtime_h": _hours(estimate),
                          "tasks": [{"name": "w", "replicas": len(pods), "gpus": pods[0]}]})
-        return {"cluster": {"nodes": nodes, "running": runs}, "jobs": jobs,
-                "policy": {"now": _at(now_s), "time_limit_s": self.time_limit_s, "seed": self.seed,
-                           "workers": self.workers, "max_wait_h": self.max_wait_h, "weights": self.weights,
-                           "max_reservations": self.max_reservations, "reserve_after_h": self.reserve_after_h,
-                           "previous_plan": self._previous()}}
+        policy = {"now": _at(now_s), "time_limit_s": self.time_limit_s, "seed": self.seed,
+                  "workers": self.workers, "max_wait_h": self.max_wait_h, "weights": self.weights,
+                  "max_reservations": self.max_reservations, "reserve_after_h": self.reserve_after_h,
+                  "previous_plan": self._previous()}
+        if self.las_gpu_h is not None:
+            policy.update(preemption=True, min_runtime_s=LAS_MIN_RUNTIME_S)
+        return {"cluster": {"nodes": nodes, "running": runs}, "jobs": jobs, "policy": policy}
 
     def _previous(self) -> dict[str, Any] | None:
         """Last cycle's plan, passed back as a scheduler does: its reservations are kept (and its assignments
@@ -94,6 +121,12 @@ class Ours:
               gpus_per_node: int) -> Decision:
         if not queue:
             return Decision()
+        if self.every_cycle:  # called every cycle: plan again only when a job arrived, ended or changed class
+            seen = (tuple(j.name for j in queue), tuple((r.job.name, self.priority(r.job),
+                                                          now_s - r.start_s >= LAS_MIN_RUNTIME_S) for r in running))
+            if seen == self._seen:
+                return Decision()
+            self._seen = seen
         out = plan(self.request(now_s, queue, running, free, gpus_per_node))
         self.last_plan = out
         by_name = {job.name: job for job in queue}
@@ -102,4 +135,5 @@ class Ours:
             nodes = starts.setdefault(a.job, {})
             n = int(a.node[1:])
             nodes[n] = nodes.get(n, 0) + len(a.gpus)
-        return Decision(starts=[(by_name[name], nodes) for name, nodes in starts.items()])
+        return Decision(starts=[(by_name[name], nodes) for name, nodes in starts.items()],
+                        preempt=[p.job for p in out.preemptions])

@@ -45,6 +45,12 @@ def _ours_sjf(options: PolicyOptions) -> SchedulerPolicy:
     return ours.Ours(time_limit_s=options.time_limit_s, seed=options.seed, reserve_after_h=None, name="placement-sjf")
 
 
+def _ours_las(options: PolicyOptions) -> SchedulerPolicy:
+    ours = importlib.import_module("placement.bench.cycles.ours")
+    return ours.Ours(time_limit_s=options.time_limit_s, seed=options.seed, reserve_after_h=None,
+                     las_gpu_h=ours.LAS_GPU_H, name="placement-las")
+
+
 #: name -> factory, in the order the table lists them: the peers, then ours.
 POLICIES: dict[str, PolicyFactory] = {
     "fifo": _peer("StrictFifo"),
@@ -54,6 +60,7 @@ POLICIES: dict[str, PolicyFactory] = {
     "tiresias": _peer("TiresiasLike"),
     "ours": _ours,
     "ours-sjf": _ours_sjf,
+    "ours-las": _ours_las,
 }
 
 
