@@ -170,6 +170,14 @@ def test_preemption_loses_the_work_since_the_last_checkpoint_and_requeues_in_arr
     assert r.runs[0] == (0, 2.5 * H, 8)
 
 
+def test_a_preempted_gang_starts_at_once_but_its_delay_counts_the_time_it_did_not_run() -> None:
+    r = simulate([job("A", 0, 10 * H, 40)], PreemptOnce(), SimConfig(nodes=5, cycle_s=60, checkpoint_h=1.0))
+    m = metrics(r)
+    assert m["wait_big_mean_h"] == 0
+    # preempted at 2.5 h with 2 h kept, restarted a cycle later: 0.5 h lost + 60 s out of the cluster
+    assert m["delay_big_mean_h"] == pytest.approx(0.5 + 60 / H)
+
+
 def test_without_checkpoints_a_preemption_loses_the_whole_run() -> None:
     r = simulate([job("A", 0, 10 * H, 8)], PreemptOnce(), SimConfig(nodes=1, checkpoint_h=0))
     assert r.lost_gpu_s == pytest.approx(8 * 2.5 * H)

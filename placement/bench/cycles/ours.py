@@ -47,7 +47,8 @@ class Ours:
     first; 2 rather than the 0.5 that keeps ordering below one GPU per job: on ITP cluster04, jobs 6000-7999 and
     the held-out 10000-11999, it cuts the mean wait a further 25 % at the same utilisation), and a reservation
     for the oldest job blocked `reserve_after_h` (6 h), kept across cycles through `policy.previous_plan`.
-    `reserve_after_h=None` runs without reservations."""
+    `reserve_after_h=None` runs without reservations; `las_gpu_h` adds the attained-service classes and
+    preemption of the module docstring (placement-las)."""
 
     def __init__(self, time_limit_s: float = 1.0, seed: int = 0, max_wait_h: float | None = None,
                  workers: int = 2, weights: dict[str, float] | None = None, max_reservations: int = 1,

@@ -52,6 +52,10 @@ def metrics(result: SimResult) -> dict[str, Any]:
     wait = (result.first_start_s[started] - submit[started]) / HOUR
     big = (result.first_start_s[started & (gpus > BIG_GANG)] - submit[started & (gpus > BIG_GANG)]) / HOUR
     jct = (result.finish_s[finished] - submit[finished]) / HOUR
+    duration = np.array([j.duration_s for j in result.jobs], dtype=float)
+    done_big = finished & (gpus > BIG_GANG)
+    # completion − run time: the time a gang did not run, so a preempting policy's gangs compare with a waiting one's
+    delay_big = (result.finish_s[done_big] - submit[done_big] - duration[done_big]) / HOUR
     total = result.config.total_gpus
     first, last = (float(submit.min()), float(submit.max())) if submit.size else (0.0, 0.0)
     span = last - first
@@ -69,6 +73,7 @@ def metrics(result: SimResult) -> dict[str, Any]:
         "wait_max_h": float(wait.max()) if wait.size else math.nan,
         "big_gangs": int((gpus > BIG_GANG).sum()),
         "wait_big_mean_h": _mean(big),
+        "delay_big_mean_h": _mean(delay_big),
         "jct_mean_h": _mean(jct),
         "jct_p95_h": _pct(jct, 95),
         "util_span_pct": 100.0 * busy_gpu_s(result, first, last) / (total * span) if span > 0 else math.nan,
@@ -97,6 +102,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("wait p95 h", "wait_p95_h", ".2f"),
     ("wait max h", "wait_max_h", ".1f"),
     (f"wait >{BIG_GANG} GPUs h", "wait_big_mean_h", ".2f"),
+    (f"delay >{BIG_GANG} GPUs h", "delay_big_mean_h", ".2f"),
     ("JCT mean h", "jct_mean_h", ".2f"),
     ("JCT p95 h", "jct_p95_h", ".2f"),
     ("util %", "util_span_pct", ".1f"),
@@ -125,7 +131,9 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
         "util run %: the same from the first arrival to the last finish. Busy = held by a running job, from "
         "its start to its true end or its preemption; reclaimed spot nodes still count in GPUs.",
         "wait = first start − submit, over the jobs that started; JCT = finish − submit, over the jobs that "
-        f"finished; wait >{BIG_GANG} GPUs: mean over the gangs of more than {BIG_GANG} GPUs. "
+        f"finished; wait >{BIG_GANG} GPUs: mean over the gangs of more than {BIG_GANG} GPUs; delay: their JCT "
+        "minus their run time, the time they did not run (a preempting policy starts gangs at once and delays "
+        "them later). "
         "lost GPU-h: work since the last checkpoint thrown away by preemptions. plan ms: wall clock of each "
         "policy call (called only when something changed, or every cycle if the policy asks).",
     ]
