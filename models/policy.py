@@ -275,7 +275,9 @@ class Policy(Strict):
     #: that gangs blocked by a stream of smaller work get nodes before `max_wait_h` (unset: max_wait_h)
     reserve_after_h: float | None = Field(None, ge=0, le=1_000_000)
     #: running jobs past their max_runtime_h (their own, else their team's): `report` lists them in `Plan.overdue`;
-    #: `evict` also stops them, so their GPUs count as free for this plan (`Plan.preemptions`, rule max_runtime)
+    #: `evict` also stops them, so their GPUs count as free for this plan (`Plan.preemptions`, rule max_runtime),
+    #: and, since no job then runs past its limit, reservations and start estimates count on the limit as a
+    #: job's longest runtime (as Slurm's backfill plans with time limits) where it gives no shorter estimate
     overdue: Literal["report", "evict"] = "report"
     #: how many blocked jobs hold a reservation at once (in reservation order: class, then submission)
     max_reservations: int = Field(1, ge=0, le=64)

@@ -12,7 +12,8 @@ arrival: `timeline.reservation_key`), and the rest of the plan stays the optimis
   leaves the held GPUs free (`Hold.long_room`). The rule binds every job but the held one, jobs of a higher
   class and jobs that must start: older jobs too, which fit now and may start now, but not on the held GPUs
   (as in Slurm, nothing may delay the reserved job; when older work could take the held nodes, the hold's
-  start slid back every cycle). Jobs without a runtime are assumed to outlast every hold.
+  start slid back every cycle). Jobs without a runtime are assumed to outlast every hold; a max runtime
+  that `policy.overdue: evict` enforces bounds a job's runtime (`timeline.runtime_h`).
 
 Holds count GPUs only (CPU and memory of a node rarely bind a GPU gang) and ignore other pending work
 (it is this plan's choice, and bound by the hold itself). Where no known end makes room, a single-task
@@ -55,7 +56,8 @@ def attach(problem: Problem) -> Problem:
     now = request.planning_time()
     index = {job.name: j for j, job in enumerate(problem.jobs)}
     free = problem.free.copy()
-    ends = running_ends(whole, now)
+    limits = timeline.enforced(request)
+    ends = running_ends(whole, now, limits)
     exempt = timeline.starting(request, problem.jobs)
     must: list[str] = []
     holds: list[Hold] = []
@@ -70,13 +72,13 @@ def attach(problem: Problem) -> Problem:
             must.append(name)
             nodes, taken = usage_of(problem, counts)
             free[nodes] -= taken
-            runtime = whole.jobs[j].expected_runtime_h
+            runtime = timeline.runtime_h(whole.jobs[j], limits)
             if runtime is not None:  # it releases its GPUs when it is expected to end
                 ends.append((now + timedelta(hours=runtime), nodes, taken))
             continue
         if len(holds) >= request.policy.max_reservations:
             continue
-        hold = _hold(whole, j, free, Releases(ends, free.shape), holds, exempt)
+        hold = _hold(whole, j, free, Releases(ends, free.shape), holds, exempt, limits)
         if hold is None:
             unheld[name] = ("no running job is expected to end where it would fit (running jobs need started_at "
                             "and expected_runtime_h)")
@@ -90,11 +92,11 @@ def attach(problem: Problem) -> Problem:
 End = tuple[datetime, np.ndarray, np.ndarray]
 
 
-def running_ends(problem: Problem, now: datetime) -> list[End]:
-    """The `End` of every running job whose end is known, soonest first."""
+def running_ends(problem: Problem, now: datetime, limits: timeline.Enforced = None) -> list[End]:
+    """The `End` of every running job whose end is known (`timeline.expected_end`), soonest first."""
     out = []
     for run in problem.running:
-        end = timeline.expected_end(run.spec, now)
+        end = timeline.expected_end(run.spec, now, limits)
         if end is not None:
             out.append((end, run.nodes, run.use))
     return sorted(out, key=lambda e: e[0])
@@ -206,7 +208,7 @@ def earliest_fit(problem: Problem, j: int, free: np.ndarray, releases: Releases,
 
 
 def _hold(problem: Problem, j: int, free: np.ndarray, releases: Releases, earlier: list[Hold],
-          exempt: frozenset[str]) -> Hold | None:
+          exempt: frozenset[str], limits: timeline.Enforced) -> Hold | None:
     """The earliest moment job j fits as running jobs end, and where (best fit then); else a drain; else None."""
     held = np.zeros_like(free)
     for h in earlier:
@@ -214,7 +216,7 @@ def _hold(problem: Problem, j: int, free: np.ndarray, releases: Releases, earlie
             held[n, 0] += g
     found = earliest_fit(problem, j, free, releases, held)
     if found is None:
-        return _drain(problem, j, free, held, exempt) if problem.jobs[j].topology is None else None
+        return _drain(problem, j, free, held, exempt, limits) if problem.jobs[j].topology is None else None
     moment, counts, rel = found
     gpus: dict[int, int] = {}
     for (t, n), k in counts.items():
@@ -222,10 +224,11 @@ def _hold(problem: Problem, j: int, free: np.ndarray, releases: Releases, earlie
         if g:
             gpus[n] = gpus.get(n, 0) + g
     room = {n: max(0, int(free[n, 0] + rel[n, 0] - held[n, 0]) - g) for n, g in gpus.items()}
-    return Hold(problem.jobs[j].name, moment, gpus, room, problem.jobs[j].priority, exempt)
+    return Hold(problem.jobs[j].name, moment, gpus, room, problem.jobs[j].priority, exempt, limits)
 
 
-def _drain(problem: Problem, j: int, free: np.ndarray, held: np.ndarray, exempt: frozenset[str]) -> Hold | None:
+def _drain(problem: Problem, j: int, free: np.ndarray, held: np.ndarray, exempt: frozenset[str],
+           limits: timeline.Enforced) -> Hold | None:
     """A hold without a start, where no known end makes room: the nodes with the most GPUs free now that
     hold the gang once emptied, on which nothing new may take the gang's GPUs (every job outlasts an
     unknown start) — they drain as their running work ends, and the gang starts when it fits
@@ -248,5 +251,5 @@ def _drain(problem: Problem, j: int, free: np.ndarray, held: np.ndarray, exempt:
             need -= fit
         if need == 0:
             return Hold(problem.jobs[j].name, None, gpus, {n: int(room[n]) - g for n, g in gpus.items()},
-                        problem.jobs[j].priority, exempt)
+                        problem.jobs[j].priority, exempt, limits)
     return None

@@ -4,7 +4,9 @@ A plan is a snapshot, but a scheduler that calls it every cycle cares about time
 waited past `policy.max_wait_h` is starved and gets a reservation (placement.reservation), and
 a reservation is only as good as the running jobs' expected ends, read here from `started_at`
 and `expected_runtime_h`. A running job past its expected end is taken to end now (it is due);
-one with no expectation never ends as far as the plan knows.
+one with no expectation never ends as far as the plan knows. Where `policy.overdue: evict`
+enforces max runtimes, a job's limit bounds its end too (`runtime_h`), as Slurm's backfill plans
+with time limits: a team that sets limits rather than estimates still gets backfill.
 
 Nothing here knows the Problem: node and job indices are plain integers, so the baseline, the
 model, decode and the verifier all read the same `Hold`.
@@ -29,21 +31,46 @@ def waited_h(job: Job, now: datetime) -> float:
     return 0.0 if job.submitted_at is None else max(0.0, hours(now - job.submitted_at))
 
 
-def expected_end(run: RunningJob, now: datetime) -> datetime | None:
-    """When a running job's GPUs are expected to free up: start + expected runtime, and no earlier than now."""
-    if run.started_at is None or run.expected_runtime_h is None:
+#: Team max runtimes the plan may count on as ends (`enforced`); None when nothing enforces them.
+Enforced = dict[str, float] | None
+
+
+def enforced(request: PlacementRequest) -> Enforced:
+    """Teams' max runtimes, by team name, when `policy.overdue: evict` enforces limits (a job past its limit is
+    evicted, so it is gone by then); None otherwise: a limit that is only reported bounds nothing."""
+    if request.policy.overdue != "evict":
         return None
-    return max(now, run.started_at + timedelta(hours=run.expected_runtime_h))
+    return {t.name: t.max_runtime_h for t in request.teams if t.max_runtime_h is not None}
 
 
-def ends_by(job: Job, now: datetime, moment: datetime | None) -> bool:
-    """Would `job`, started now, be expected to end by `moment`? (No runtime, or no moment: never.)"""
-    return (job.expected_runtime_h is not None and moment is not None
-            and now + timedelta(hours=job.expected_runtime_h) <= moment)
+def runtime_h(job: Job | RunningJob, limits: Enforced) -> float | None:
+    """Hours the plan counts on `job` running in all: its `expected_runtime_h`, no longer than its enforced max
+    runtime (its own, else its team's; `limits` from `enforced`); None when neither is known."""
+    expected = job.expected_runtime_h
+    if limits is None:
+        return expected
+    limit = max_runtime(job, limits)
+    if limit is None:
+        return expected
+    return limit if expected is None else min(expected, limit)
 
 
-def max_runtime(run: RunningJob, team_limits: dict[str, float]) -> float | None:
-    """A running job's limit: its own `max_runtime_h`, else its team's."""
+def expected_end(run: RunningJob, now: datetime, limits: Enforced = None) -> datetime | None:
+    """When a running job's GPUs are expected to free up: start + `runtime_h`, and no earlier than now."""
+    runtime = runtime_h(run, limits)
+    if run.started_at is None or runtime is None:
+        return None
+    return max(now, run.started_at + timedelta(hours=runtime))
+
+
+def ends_by(job: Job, now: datetime, moment: datetime | None, limits: Enforced = None) -> bool:
+    """Would `job`, started now, be expected to end by `moment` (`runtime_h`)? (No runtime, or no moment: never.)"""
+    runtime = runtime_h(job, limits)
+    return runtime is not None and moment is not None and now + timedelta(hours=runtime) <= moment
+
+
+def max_runtime(run: Job | RunningJob, team_limits: dict[str, float]) -> float | None:
+    """A job's limit: its own `max_runtime_h`, else its team's."""
     if run.max_runtime_h is not None:
         return run.max_runtime_h
     return team_limits.get(run.team) if run.team is not None else None
@@ -130,6 +157,8 @@ class Hold:
     #: jobs that start as soon as they fit (`starting`): starved past `max_wait_h` or reserved before, they
     #: come first and are never bound
     exempt: frozenset[str] = frozenset()
+    #: enforced team max runtimes (`enforced`): a job that will be evicted by the start does not outlast it
+    limits: Enforced = None
 
     def binds(self, job: Job, now: datetime) -> bool:
         """Must `job` keep off the held GPUs? When it would run past the hold's start — whether it was
@@ -139,7 +168,7 @@ class Hold:
         that must start as soon as it fits."""
         if job.name == self.job or job.priority > self.priority or job.name in self.exempt:
             return False
-        return not ends_by(job, now, self.start)
+        return not ends_by(job, now, self.start, self.limits)
 
 
 @dataclass(frozen=True)

@@ -75,9 +75,10 @@ def estimates(problem: Problem, placement: Placement, pending: list[Pending]) ->
     if not limit or not order:
         return {}
     now = problem.request.planning_time()
+    limits = timeline.enforced(problem.request)
     ends: list[End] = []
     for run in problem.running:
-        end = timeline.expected_end(run.spec, now)
+        end = timeline.expected_end(run.spec, now, limits)
         if end is not None and run.index not in placement.evicted:  # a preempted job's GPUs are in `free` below
             ends.append((end, run.nodes, run.use))
     # Placed jobs free their pods at their expected ends; jobs of one runtime end together, so their pods are
@@ -88,7 +89,7 @@ def estimates(problem: Problem, placement: Placement, pending: list[Pending]) ->
         if k:
             j = problem.tasks[t].job
             if j not in ending:
-                runtime = problem.jobs[j].expected_runtime_h
+                runtime = timeline.runtime_h(problem.jobs[j], limits)
                 ending[j] = None if runtime is None else now + timedelta(hours=runtime)
             end = ending[j]
             if end is not None:

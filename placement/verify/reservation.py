@@ -2,12 +2,13 @@
 
 Recomputed from the request alone. For each of the plan's reservations (`Plan.reservations`) and
 each reserved node: the GPUs free there now, plus those running jobs are expected to release by the
-reservation's `earliest_start` (`started_at` + `expected_runtime_h`, no earlier than the planning
-time), must cover the reserved GPUs plus the GPUs the plan's new pods take there whose jobs are
-expected to run past that start (or give no runtime), unless they are of a higher class than the
-reserved job or start as soon as they fit (waited `max_wait_h`, or reserved in the previous plan). A
-reservation without a start (its nodes drain) counts every running job as ended and every new pod as
-outlasting it. The reserved job itself stays pending.
+reservation's `earliest_start`, must cover the reserved GPUs plus the GPUs the plan's new pods take
+there whose jobs are expected to run past that start (or give no runtime), unless they are of a
+higher class than the reserved job or start as soon as they fit (waited `max_wait_h`, or reserved in
+the previous plan). A job's expected runtime is its `expected_runtime_h` (a running job's end is
+`started_at` plus that, no earlier than the planning time), capped under `policy.overdue: evict` by
+its max runtime, its own else its team's. A reservation without a start (its nodes drain) counts
+every running job as ended and every new pod as outlasting it. The reserved job itself stays pending.
 """
 
 from __future__ import annotations
@@ -23,10 +24,21 @@ def _now(ctx: Context) -> datetime:
     return ctx.request.planning_time()
 
 
-def _end(run: RunningJob, now: datetime) -> datetime | None:
-    if run.started_at is None or run.expected_runtime_h is None:
+def _runtime(job: Job | RunningJob, ctx: Context) -> float | None:
+    """The hours a job is counted on to run: its estimate, capped by a max runtime that eviction enforces."""
+    hours = [job.expected_runtime_h]
+    if ctx.request.policy.overdue == "evict":
+        team = next((t.max_runtime_h for t in ctx.request.teams if t.name == job.team), None)
+        hours.append(job.max_runtime_h if job.max_runtime_h is not None else team)
+    known = [h for h in hours if h is not None]
+    return min(known) if known else None
+
+
+def _end(run: RunningJob, now: datetime, ctx: Context) -> datetime | None:
+    runtime = _runtime(run, ctx)
+    if run.started_at is None or runtime is None:
         return None
-    return max(now, run.started_at + timedelta(hours=run.expected_runtime_h))
+    return max(now, run.started_at + timedelta(hours=runtime))
 
 
 def _starting(ctx: Context, now: datetime) -> set[str]:
@@ -40,12 +52,13 @@ def _starting(ctx: Context, now: datetime) -> set[str]:
     return out
 
 
-def _binds(job: Job, held: Job, now: datetime, start: datetime | None, starting: set[str]) -> bool:
+def _binds(job: Job, held: Job, now: datetime, start: datetime | None, starting: set[str], ctx: Context) -> bool:
     """Is `job` bound by the reservation of `held`: not of a higher class, not bound to start as soon as it
     fits, and running past the reservation's start?"""
     if job.name == held.name or job.priority > held.priority or job.name in starting:
         return False
-    return start is None or job.expected_runtime_h is None or now + timedelta(hours=job.expected_runtime_h) > start
+    runtime = _runtime(job, ctx)
+    return start is None or runtime is None or now + timedelta(hours=runtime) > start
 
 
 def _free_gpus(ctx: Context, node: str) -> int:
@@ -72,7 +85,7 @@ def check_reservation(ctx: Context) -> list[str]:
                 continue
             released = 0
             for run in ctx.request.cluster.running:
-                end = _end(run, now)
+                end = _end(run, now, ctx)
                 if run.job in ctx.evicted:
                     continue
                 if res.earliest_start is not None and (end is None or end > res.earliest_start):
@@ -81,7 +94,7 @@ def check_reservation(ctx: Context) -> list[str]:
                                 for pod in run.pods if pod.node == held.node and pod.gpu_share is None)
             outlasting = sum(len(r.a.gpus) for r in ctx.resolved
                              if r.a.node == held.node and r.a.mig is None and r.a.gpu_share is None
-                             and _binds(r.job, ctx.pending_jobs[res.job], now, res.earliest_start, starting))
+                             and _binds(r.job, ctx.pending_jobs[res.job], now, res.earliest_start, starting, ctx))
             room = _free_gpus(ctx, held.node) + released
             if held.gpus + outlasting > room:
                 when = res.earliest_start.isoformat() if res.earliest_start is not None else "when it drains"
