@@ -81,7 +81,7 @@ def attach(problem: Problem) -> Problem:
         hold = _hold(whole, j, free, Releases(ends, free.shape), holds, exempt, limits)
         if hold is None:
             unheld[name] = ("no running job is expected to end where it would fit (running jobs need started_at "
-                            "and expected_runtime_h)")
+                            "and expected_runtime_h, or a max_runtime_h that policy.overdue evict enforces)")
         else:
             holds.append(hold)
     return replace(problem, schedule=Schedule(tuple(must), tuple(holds), unheld))
