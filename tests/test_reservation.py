@@ -239,6 +239,7 @@ def test_an_enforced_max_runtime_bounds_ends_where_no_estimate_is_given() -> Non
     out = plan(request)
     [res] = out.reservations
     assert res.earliest_start.isoformat() == "2026-01-02T09:00:00+00:00"  # a start, not a drain
+    assert next(p for p in out.pending if p.job == "G").estimated_start == res.earliest_start
     assert [(a.job, a.node) for a in out.assignments] == [("S", "n1")]  # ends by its limit: it backfills
     assert verify(PlacementRequest.model_validate(request), out) == []
     # the verifier counts on the limits only while they are enforced: reported, S outlasts a drain
