@@ -69,11 +69,11 @@ def ends_by(job: Job, now: datetime, moment: datetime | None, limits: Enforced =
     return runtime is not None and moment is not None and now + timedelta(hours=runtime) <= moment
 
 
-def max_runtime(run: Job | RunningJob, team_limits: dict[str, float]) -> float | None:
+def max_runtime(job: Job | RunningJob, team_limits: dict[str, float]) -> float | None:
     """A job's limit: its own `max_runtime_h`, else its team's."""
-    if run.max_runtime_h is not None:
-        return run.max_runtime_h
-    return team_limits.get(run.team) if run.team is not None else None
+    if job.max_runtime_h is not None:
+        return job.max_runtime_h
+    return team_limits.get(job.team) if job.team is not None else None
 
 
 @dataclass(frozen=True)

@@ -190,7 +190,6 @@ def _l_instead_of_s(out: Any) -> Any:
 
 
 def test_an_older_job_that_is_not_starved_may_not_take_the_held_gpus_past_the_start() -> None:
-
     request = _request(max_wait_h=None)
     request["policy"]["reserve_after_h"] = 12
     request["jobs"][1]["submitted_at"] = "2025-12-31T00:00:00Z"  # L came before G, but fits now: not blocked
@@ -227,7 +226,6 @@ def test_reservation_order_is_class_then_exact_arrival() -> None:
 
 
 def test_an_enforced_max_runtime_bounds_ends_where_no_estimate_is_given() -> None:
-
     request = _request(b_runtime=None)
     # B gives no estimate but its team's 10 h limit is enforced: it is gone by 09:00 (started 23:00)
     for job in request["cluster"]["running"] + request["jobs"]:

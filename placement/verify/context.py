@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from placement_models import Assignment, Job, Node, PlacementRequest, Plan, Task
+from placement_models import Assignment, Job, Node, PlacementRequest, Plan, RunningJob, Task
 
 #: Tolerance for float resources: request values are decimal, sums of them are not exact.
 EPS = 1e-6
@@ -93,6 +93,13 @@ class Context:
                 else:
                     ctx.resolved.append(Resolved(i, a, job, task, node))
         return ctx
+
+
+def max_runtime(request: PlacementRequest, job: Job | RunningJob) -> float | None:
+    """A job's limit: its own `max_runtime_h`, else its team's; None when neither is set."""
+    if job.max_runtime_h is not None or job.team is None:
+        return job.max_runtime_h
+    return next((t.max_runtime_h for t in request.teams if t.name == job.team), None)
 
 
 def find_task(job: Job, name: str) -> Task | None:

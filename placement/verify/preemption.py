@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from placement_models import Job, RunningJob
 
-from placement.verify.context import EPS, Context
+from placement.verify.context import EPS, Context, max_runtime
 from placement.verify.quota import Scope, quota_scopes, team_gpus
 
 RULES = ("within_team", "reclaim_within_cohort", "borrow_within_cohort")
@@ -78,9 +78,7 @@ def _overdue(ctx: Context, rj: RunningJob) -> list[str]:
     own limit, else its team's."""
     if ctx.request.policy.overdue != "evict":
         return [f"preemption: job {rj.job} is evicted for its runtime but policy.overdue is not 'evict'"]
-    limit = rj.max_runtime_h
-    if limit is None and rj.team is not None:
-        limit = next((t.max_runtime_h for t in ctx.request.teams if t.name == rj.team), None)
+    limit = max_runtime(ctx.request, rj)
     if limit is None or rj.started_at is None:
         return [f"preemption: job {rj.job} is evicted for its runtime but has no max_runtime_h or start"]
     ran_h = (ctx.request.planning_time() - rj.started_at).total_seconds() / 3600.0

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 from placement_models import Job, RunningJob
 
-from placement.verify.context import Context
+from placement.verify.context import Context, max_runtime
 
 
 def _now(ctx: Context) -> datetime:
@@ -28,8 +28,7 @@ def _runtime(job: Job | RunningJob, ctx: Context) -> float | None:
     """The hours a job is counted on to run: its estimate, capped by a max runtime that eviction enforces."""
     hours = [job.expected_runtime_h]
     if ctx.request.policy.overdue == "evict":
-        team = next((t.max_runtime_h for t in ctx.request.teams if t.name == job.team), None)
-        hours.append(job.max_runtime_h if job.max_runtime_h is not None else team)
+        hours.append(max_runtime(ctx.request, job))
     known = [h for h in hours if h is not None]
     return min(known) if known else None
 
