@@ -61,6 +61,9 @@ class Weights(Strict):
     #: preempt them; below 1 a job that fits by evicting allowed victims always beats keeping them. Within it,
     #: victims are chosen lowest priority first, then fewest, least work lost, newest (compile/preemption.py)
     preemption: float = Field(0.5, ge=0, le=MAX_WEIGHT)
+    #: how much each whole GPU of a victim (its gang's, on every node) adds to its cost, in victims: 0 = the
+    #: fewest victims, as kube-scheduler; 0.5 = one 8-GPU victim weighs as five 1-GPU ones (compile/preemption.py)
+    victim_gpus: float = Field(0.0, ge=0, le=MAX_WEIGHT)
     #: scales the topology terms (compile/topology.py): per extra domain of a `preferred` level, per
     #: empty multi-node domain broken into, and the in-node bandwidth shortfall of each pod
     topology: float = Field(0.5, ge=0, le=MAX_WEIGHT)

@@ -238,7 +238,8 @@ def _instances(draw: st.DrawFn) -> dict[str, Any]:
     return {"cluster": {"pools": [{"name": "p0"}, {"name": "p1"}], "nodes": nodes, "running": running},
             "jobs": jobs, "teams": teams,
             "policy": {"deterministic": True, "time_limit_s": 1, "now": NOW, "preemption": draw(st.booleans()),
-                       "min_runtime_s": draw(st.sampled_from([0, 3600]))}}
+                       "min_runtime_s": draw(st.sampled_from([0, 3600])),
+                       "weights": {"victim_gpus": draw(st.sampled_from([0.0, 0.5, 4.0]))}}}
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

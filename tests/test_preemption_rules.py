@@ -248,6 +248,40 @@ def test_fewer_victims_go_before_less_lost_work() -> None:
     assert _preempted(plan) == [("big", "hi", "within_team")]
 
 
+def test_victim_gpus_weighs_victims_by_the_gpus_they_hold() -> None:
+    # A 2-GPU job: evict the 8-GPU job (one victim, 6 GPUs freed for nobody) or the two 1-GPU jobs beside
+    # six GPUs of a higher class (two victims, 2 GPUs). Fewest victims by default; at 0.5 per GPU the 8-GPU
+    # victim weighs 5 and the pair 3.
+    running = [_run("whole", "n1", EIGHT, 0), _run("one-a", "n2", [0], 0), _run("one-b", "n2", [1], 0),
+               _run("keep", "n2", [2, 3, 4, 5, 6, 7], 9)]
+    nodes, jobs = [_node("n1"), _node("n2")], [_job("hi", 2, 5)]
+    assert _preempted(solve(_request(nodes, jobs, running))) == [("whole", "hi", "within_team")]
+    plan = solve(_request(nodes, jobs, running, weights={"victim_gpus": 0.5}))
+    assert _preempted(plan) == [("one-a", "hi", "within_team"), ("one-b", "hi", "within_team")]
+    assert verify(PlacementRequest.model_validate(_request(nodes, jobs, running, weights={"victim_gpus": 0.5})),
+                  plan) == []
+
+
+def test_a_wide_gang_is_the_last_victim_of_its_class() -> None:
+    # A 1-GPU job beside a 16-GPU gang (a pod on each node) and a 1-GPU job of the same class: one victim
+    # either way, and the gang checkpointed just now (less work lost); by its GPUs it is the costlier one.
+    gang = _run("gang", "n1", EIGHT, 0, checkpointed_at="2026-12-01T11:59:00Z")
+    gang["pods"].append({"task": "w", "node": "n2", "gpus": EIGHT})
+    running = [gang, _run("small", "n3", [0], 0), _run("keep", "n3", [1, 2, 3, 4, 5, 6, 7], 9)]
+    nodes, jobs = [_node("n1"), _node("n2"), _node("n3")], [_job("hi", 1, 5)]
+    assert _preempted(solve(_request(nodes, jobs, running))) == [("gang", "hi", "within_team")]
+    plan = solve(_request(nodes, jobs, running, weights={"victim_gpus": 0.5}))
+    assert _preempted(plan) == [("small", "hi", "within_team")]
+
+
+def test_victim_gpus_keeps_lower_priorities_first() -> None:
+    # Tier 1 still rules: the big priority-0 job goes before the small priority-1 one, however many GPUs.
+    running = [_run("big-low", "n1", EIGHT, 0), _run("small-mid", "n2", [0], 1),
+               _run("keep", "n2", [1, 2, 3, 4, 5, 6, 7], 9)]
+    plan = solve(_request([_node("n1"), _node("n2")], [_job("hi", 1, 5)], running, weights={"victim_gpus": 100}))
+    assert _preempted(plan) == [("big-low", "hi", "within_team")]
+
+
 def test_less_lost_work_then_the_newest_goes_first() -> None:
     both = {"checkpointed_at": "2026-12-01T11:59:00Z"}  # the same work to lose
     running = [_run("old", "n1", EIGHT, started_at="2026-12-01T08:00:00Z", **both),

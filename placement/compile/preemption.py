@@ -26,12 +26,18 @@ Term `preemption` (`eviction_costs`): among the victim sets a job may choose, le
 
 1. the lowest priorities: one victim of a priority level costs more than every victim of lower
    levels that share a node with it (level weights W_0 = 1, W_k = 1 + Σ_{l<k} W_l·c_l, c_l the most
-   victims of level l on one node), so a set of lower-priority victims always wins;
-2. the fewest victims (each costs at least W_0 = 1 of its level's unit);
+   that level's victims on one node weigh together in tier 2's sizes), so a set of lower-priority
+   victims always wins;
+2. the fewest victims, each weighing its size s_r = 1 + `weights.victim_gpus` × the whole GPUs its
+   gang holds on every node (so a victim costs W_level·s_r). At 0 (default) every victim weighs 1,
+   kube-scheduler's fewest victims; above it a wide gang weighs more than a small job: evicting one
+   64-GPU gang to start a notebook frees 63 GPUs nobody asked for, and the gang restarts only when 64
+   GPUs are free at once;
 3. the least work lost since the last checkpoint (else since the start), in GPU-hours;
 4. the newest (latest `started_at`), a tiny term.
 
-Tiers 3 and 4 add δ_r < 1/(m+1) (m: the most victims on one node), so they never outweigh a victim.
+Tiers 3 and 4 add δ_r < min(1, victim_gpus or 1)/(m+1) (m: the most victims on one node), so they never
+outweigh a victim or a GPU of tier 2.
 
 The bound. The costs are scaled by one factor S so that, on every node n, the victims there cost at
 most B_n = weights.preemption × weights.priority × w_n, where w_n is the smallest class weight
@@ -76,9 +82,16 @@ def eviction_costs(problem: Problem, running: list[int]) -> dict[int, float]:
     for info in infos:
         for n in info.nodes.tolist():
             on_node.setdefault(n, []).append(info.index)
+    per_gpu = problem.request.policy.weights.victim_gpus
+    size = {info.index: 1.0 + per_gpu * float(info.use[:, 0].sum()) for info in infos}
     levels = sorted({info.priority for info in infos})
-    most = {p: max(Counter(problem.running[r].priority for r in rs).get(p, 0) for rs in on_node.values())
-            for p in levels}
+    most = {p: 0.0 for p in levels}
+    for rs in on_node.values():
+        weigh: Counter[int] = Counter()
+        for r in rs:
+            weigh[problem.running[r].priority] += size[r]
+        for p, w in weigh.items():
+            most[p] = max(most[p], w)
     ladder: dict[int, float] = {}
     below = 0.0
     for p in levels:
@@ -90,12 +103,14 @@ def eviction_costs(problem: Problem, running: list[int]) -> dict[int, float]:
     age = {info.index: (now - info.spec.started_at).total_seconds() if info.spec.started_at else None
            for info in infos}
     age_max = max([a for a in age.values() if a is not None] + [0.0])
+    tie = min(1.0, per_gpu) if per_gpu > 0 else 1.0  # tiers 3-4 stay below one GPU of tier 2
     rho: dict[int, float] = {}
     for info in infos:
         lost = info.lost_gpu_h / lost_max if lost_max > 0 else 0.0
         a = age[info.index]
         old = 1.0 if a is None or age_max <= 0 else max(0.0, a) / age_max
-        rho[info.index] = ladder[info.priority] + (LOST_SHARE * lost + (1 - LOST_SHARE) * old) / (crowd + 1)
+        rho[info.index] = (ladder[info.priority] * size[info.index]
+                           + tie * (LOST_SHARE * lost + (1 - LOST_SHARE) * old) / (crowd + 1))
     policy = problem.request.policy
     unit = _cheapest_class(problem, running)
     scale = min(policy.weights.preemption * policy.weights.priority * min(unit[r] for r in rs)

@@ -32,6 +32,12 @@ GPU_MODEL = "H100-SXM5-80GB"
 LAS_GPU_H = 1.0
 #: With `las_gpu_h`: a running job is never preempted in its first 10 minutes (as the Tiresias-like peer's lease).
 LAS_MIN_RUNTIME_S = 600.0
+#: With `las_gpu_h`: `weights.victim_gpus`, so fresh jobs evict the fewest GPUs rather than the fewest jobs: a
+#: victim wider than its replacement leaves GPUs that the queue (big jobs, under LAS) cannot use, and a wide gang
+#: evicted waits for all its GPUs at once. On ITP cluster04 (jobs 6000-7999, 42 nodes; 10000-11999, 34 nodes),
+#: 0 → 0.5 raised utilisation 84.0 → 84.5 % and 88.6 → 92.2 % and cut the big gangs' delay 70 → 37 h and
+#: 170 → 69 h, for a mean completion time 4.8 → 5.1 h and 5.9 → 6.3 h (README: the sweep).
+LAS_VICTIM_GPUS = 0.5
 
 
 def _at(seconds: float) -> str:
@@ -108,7 +114,8 @@ class Ours:
                   "max_reservations": self.max_reservations, "reserve_after_h": self.reserve_after_h,
                   "previous_plan": self._previous()}
         if self.las_gpu_h is not None:
-            policy.update(preemption=True, min_runtime_s=LAS_MIN_RUNTIME_S)
+            policy.update(preemption=True, min_runtime_s=LAS_MIN_RUNTIME_S,
+                          weights={"victim_gpus": LAS_VICTIM_GPUS, **self.weights})
         return {"cluster": {"nodes": nodes, "running": runs}, "jobs": jobs, "policy": policy}
 
     def _previous(self) -> dict[str, Any] | None:
