@@ -101,11 +101,12 @@ class RunningInfo:
     def gpus(self) -> int:
         return int(self.use[:, 0].sum())
 
-    def order(self) -> tuple[int, float, float, str]:
-        """Preference among victims, least regretted first: lowest priority, least work lost, newest
-        (latest `started_at`; unknown counts as oldest)."""
+    def order(self, victim_gpus: float = 0.0) -> tuple[int, float, float, float, str]:
+        """Preference among victims, least regretted first: lowest priority, smallest (1 + `victim_gpus` × its
+        GPUs, as compile/preemption.py weighs a victim), least work lost, newest (latest `started_at`; unknown
+        counts as oldest)."""
         started = self.spec.started_at.timestamp() if self.spec.started_at is not None else float("-inf")
-        return (self.priority, self.lost_gpu_h, -started, self.spec.job)
+        return (self.priority, 1.0 + victim_gpus * self.gpus, self.lost_gpu_h, -started, self.spec.job)
 
 
 def allowed_rules(rules: PreemptionRules | None, priority: int, submitted_at: datetime | None, team: int,

@@ -65,6 +65,20 @@ def test_higher_priority_job_preempts_a_lower_one() -> None:
     assert plan.objective.terms["preemption"] == -0.5
 
 
+def test_the_preemption_hint_names_victims_in_the_models_order() -> None:
+    # Preemption off, a 1-GPU job: the 8-GPU job has less work to lose (checkpointed just now), so it is named
+    # by default; weighed by its GPUs (`victim_gpus`), the 1-GPU job is the one the model would evict.
+    running = [_run("wide", "n1", EIGHT, 10, checkpointed_at="2026-12-01T11:59:00Z"),
+               _run("narrow", "n2", [0], 10), _run("busy", "n2", [1, 2, 3, 4, 5, 6, 7], 100, preemptible=False)]
+    nodes, jobs = [_node("n1"), _node("n2")], [_job("hi", 1, 100)]
+    by_count = solve(_request(nodes, jobs, running, preemption=False))
+    assert by_count.pending[0].reason.endswith("fits if job wide (8 GPUs) were preempted (preemption is off: "
+                                               "policy.preemption)")
+    by_gpus = solve(_request(nodes, jobs, running, preemption=False, weights={"victim_gpus": 0.5}))
+    assert by_gpus.pending[0].reason.endswith("fits if job narrow (1 GPU) were preempted (preemption is off: "
+                                              "policy.preemption)")
+
+
 def test_equal_priority_never_preempts() -> None:
     plan = solve(_request([_node("n1")], [_job("same", 8, priority=10)], [_run("old", "n1", EIGHT, 10)]))
     assert plan.preemptions == [] and plan.assignments == []

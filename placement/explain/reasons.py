@@ -452,8 +452,8 @@ def _why_kept(problem: Problem, j: int, r: int) -> str:
 def preemption_hint(problem: Problem, j: int, placement: Placement, usage: np.ndarray) -> str:
     """"; fits if 8 GPUs of team vision were preempted (preemption is off: policy.preemption)", or "" (none or too
     costly). Only victims a rule allows for job j are named (with preemption off: the rules `true` would give),
-    in the model's order of preference (lowest priority, least work lost, newest); never a job that is not
-    preemptible or has not run policy.min_runtime_s."""
+    in the model's order of preference (lowest priority, smallest by `weights.victim_gpus`, least work lost,
+    newest); never a job that is not preemptible or has not run policy.min_runtime_s."""
     if not problem.running or len(problem.jobs) * problem.n_nodes > HINT_BUDGET:
         return ""
     tasks = problem.job_tasks[j]
@@ -467,7 +467,7 @@ def preemption_hint(problem: Problem, j: int, placement: Placement, usage: np.nd
     if not found:
         return ""
     view = _eligible_view(problem, tasks)
-    found.sort(key=lambda r: problem.running[r].order())
+    found.sort(key=lambda r: problem.running[r].order(problem.request.policy.weights.victim_gpus))
     room = problem.free - usage
     chosen: list[int] = []
     for r in found[:HINT_VICTIMS]:

@@ -9,7 +9,7 @@ Without runtime estimates a scheduler can still put short work first the way Tir
 service each job has attained: `las_gpu_h` sends jobs that have run less than that many GPU-hours one
 priority class up, marks running jobs preemptible (with their last checkpoint) and turns
 `policy.preemption` on, so the plan starts fresh jobs by evicting ones that have run long — Tiresias's
-two-queue discretised LAS, with the planner choosing victims and packing.
+two-queue discretised LAS, with the planner choosing victims (the fewest GPUs: `weights.victim_gpus`) and packing.
 """
 
 from __future__ import annotations
