@@ -82,7 +82,7 @@ class Weights(Strict):
     #: per GPU of a pending pod that stays on the node the previous plan gave it (compile/stability.py)
     stability: float = Field(0.2, ge=0, le=MAX_WEIGHT)
     #: per placed job × 1 / (1 + expected_runtime_h): at equal GPUs, more and shorter jobs start, so the mean
-    #: wait over many cycles falls (compile/waiting.py)
+    #: wait over many cycles falls; a plan may leave fewer GPUs idle than this × the jobs it places (compile/waiting.py)
     turnaround: float = Field(0.0, ge=0, le=1000)
 
 

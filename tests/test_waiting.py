@@ -37,3 +37,22 @@ def test_one_more_gpu_placed_outweighs_one_more_short_job() -> None:
     request["jobs"] = request["jobs"][:3]
     out = plan(request)
     assert sum(len(a.gpus) for a in out.assignments) == 8
+
+
+def _small_or_big(turnaround: float) -> set[str]:
+    """One four-GPU node: a ten-hour four-GPU job, or three ten-minute one-GPU jobs (a GPU left idle)."""
+    def job(name: str, gpus: int, runtime_h: float) -> dict[str, Any]:
+        return {"name": name, "expected_runtime_h": runtime_h, "tasks": [{"name": "w", "gpus": gpus}]}
+
+    request = {"cluster": {"nodes": [{"name": "n0", "gpus": 4, "cpu": 64, "memory_gib": 512,
+                                      "gpu_model": "H100-SXM5-80GB"}]},
+               "jobs": [job("big", 4, 10.0)] + [job(f"small{i}", 1, 1 / 6) for i in range(3)],
+               "policy": {"deterministic": True, "time_limit_s": 2, "weights": {"turnaround": turnaround}}}
+    return {a.job for a in plan(request).assignments}
+
+
+def test_the_weight_trades_gpus_placed_for_more_short_jobs() -> None:
+    """Below one GPU-equivalent per job is still a trade: each of three jobs adds up to the weight, so at 0.5 they
+    outweigh the GPU they leave idle (3 × 0.5 × 6/7 > 1), at 0.3 they do not."""
+    assert _small_or_big(0.3) == {"big"}
+    assert _small_or_big(0.5) == {"small0", "small1", "small2"}
