@@ -101,12 +101,16 @@ class RunningInfo:
     def gpus(self) -> int:
         return int(self.use[:, 0].sum())
 
+    def size(self, victim_gpus: float) -> float:
+        """What evicting this job weighs, in victims: 1 + `weights.victim_gpus` × the GPUs its gang holds."""
+        return 1.0 + victim_gpus * self.gpus
+
     def order(self, victim_gpus: float = 0.0) -> tuple[int, float, float, float, str]:
-        """Preference among victims, least regretted first: lowest priority, smallest (1 + `victim_gpus` × its
-        GPUs, as compile/preemption.py weighs a victim), least work lost, newest (latest `started_at`; unknown
+        """Preference among victims, least regretted first: lowest priority, smallest (`size`, as
+        compile/preemption.py weighs a victim), least work lost, newest (latest `started_at`; unknown
         counts as oldest)."""
         started = self.spec.started_at.timestamp() if self.spec.started_at is not None else float("-inf")
-        return (self.priority, 1.0 + victim_gpus * self.gpus, self.lost_gpu_h, -started, self.spec.job)
+        return (self.priority, self.size(victim_gpus), self.lost_gpu_h, -started, self.spec.job)
 
 
 def allowed_rules(rules: PreemptionRules | None, priority: int, submitted_at: datetime | None, team: int,

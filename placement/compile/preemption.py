@@ -83,7 +83,7 @@ def eviction_costs(problem: Problem, running: list[int]) -> dict[int, float]:
         for n in info.nodes.tolist():
             on_node.setdefault(n, []).append(info.index)
     per_gpu = problem.request.policy.weights.victim_gpus
-    size = {info.index: 1.0 + per_gpu * info.gpus for info in infos}
+    size = {info.index: info.size(per_gpu) for info in infos}
     levels = sorted({info.priority for info in infos})
     most = {p: 0.0 for p in levels}
     for rs in on_node.values():

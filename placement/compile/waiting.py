@@ -9,8 +9,8 @@ nor a ten-minute job from a ten-day one; but the mean wait falls when short work
 
 once, whatever its size: at equal GPUs placed, more jobs and shorter ones win. It is a trade, not
 only a tie-break: each placed job adds less than the weight, so a plan may leave idle fewer GPUs
-than weight × the jobs it places. At 0.5, three ten-minute one-GPU jobs
-(3 GPUs) beat one ten-hour four-GPU job (4 GPUs) on a four-GPU node; at 0.3 the big job starts.
+than weight × the jobs it places. At 0.5, three ten-minute one-GPU jobs (3 GPUs) beat one ten-hour
+four-GPU job (4 GPUs) on a four-GPU node; at 0.3 the big job starts.
 A scheduler loop gains from it (the cycles bench runs 2: a quarter off the mean wait on ITP
 cluster04 at its utilisation; on other ITP slices 0.6-1.4 points of utilisation lost, README).
 Long jobs do not starve: aging (compile/fairness.py) grows with waiting, and a
