@@ -84,6 +84,9 @@ class Weights(Strict):
     #: per placed job × 1 / (1 + expected_runtime_h): at equal GPUs, more and shorter jobs start, so the mean
     #: wait over many cycles falls; a plan may leave fewer GPUs idle than this × the jobs it places (compile/waiting.py)
     turnaround: float = Field(0.0, ge=0, le=1000)
+    #: per whole GPU of a pod expected to run past the work already on its node, per day of the difference
+    #: (at most one day): short work fills holes beside long work, so nodes free whole (compile/alignment.py)
+    alignment: float = Field(0.0, ge=0, le=MAX_WEIGHT)
 
 
 #: a name in a previous plan (added nodes are named `pool/new-k`, a little longer than a name)

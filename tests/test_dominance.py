@@ -106,14 +106,19 @@ _SHAPES = st.tuples(st.sampled_from([1, 2, 4]), st.integers(0, 200), st.sampled_
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_SHAPES, min_size=12, max_size=40), st.integers(1, 2), st.integers(0, 8),
-       st.sampled_from([0.0, 0.5, 2.0]), st.booleans())
+       st.sampled_from([0.0, 0.5, 2.0]), st.booleans(), st.sampled_from([0.0, 0.6]),
+       st.sampled_from([None, 200.0, 230.0]))
 def test_the_optimum_is_the_whole_models(shapes: list[tuple[int, int, float | None, str, int]], nodes: int,
-                                         busy: int, turnaround: float, preemption: bool) -> None:
-    """Solved with and without dominance (both to optimality), the plans score the same."""
+                                         busy: int, turnaround: float, preemption: bool, alignment: float,
+                                         running_h: float | None) -> None:
+    """Solved with and without dominance (both to optimality), the plans score the same; also where a job's
+    pods cost differs by node and by its runtime (`alignment`, the running job ending in 8 h or 38 h)."""
     jobs = [_job(f"j{i}", gpus, hour, runtime, priority=priority, team=team)
             for i, (gpus, hour, runtime, team, priority) in enumerate(shapes)]
     request = _request(jobs, nodes=nodes, busy=busy, teams=("a", "b"), preemption=preemption, time_limit_s=20,
-                       weights={"turnaround": turnaround})
+                       weights={"turnaround": turnaround, "alignment": alignment})
+    for run in request["cluster"]["running"]:
+        run["expected_runtime_h"] = running_h
     request["teams"][1]["weight"] = 2
     event(f"idle jobs: {'some' if _idle_jobs(request) else 'none'}")
     trimmed = plan(request)
@@ -136,11 +141,13 @@ def _seconds_apart(count: int, gpus: int = 1) -> list[dict[str, Any]]:
              "tasks": [{"name": "w", "gpus": gpus}]} for i in range(count)]
 
 
-def test_interchangeable_jobs_seconds_apart_start_in_arrival_order() -> None:
-    # Aging rounds to the model's units, so jobs five seconds apart tie; the plan still takes the oldest.
+@pytest.mark.parametrize("alignment", [0.0, 0.5])
+def test_interchangeable_jobs_seconds_apart_start_in_arrival_order(alignment: float) -> None:
+    # Aging rounds to the model's units, so jobs five seconds apart tie; the plan still takes the oldest (also
+    # where pods pay for where they run: classmates of one runtime pay alike on every node).
     big = {"name": "big", "submitted_at": "2026-01-09T00:00:00Z", "expected_runtime_h": 1.0,
            "tasks": [{"name": "w", "gpus": 4}]}
-    out = plan(_request([*_seconds_apart(6), big], nodes=1, busy=0, weights={"aging": 1.0}))
+    out = plan(_request([*_seconds_apart(6), big], nodes=1, busy=0, weights={"aging": 1.0, "alignment": alignment}))
     assert {a.job for a in out.assignments} == {"big", "s0", "s1", "s2", "s3"}
 
 

@@ -11,6 +11,7 @@ from types import ModuleType
 import numpy as np
 
 from placement.compile import (
+    alignment,
     capacity,
     cost,
     fairness,
@@ -33,7 +34,8 @@ from placement.problem import Problem
 
 # cost comes after mig: its peak-reserve row counts the idle whole GPUs mig may partition
 MODULES: tuple[ModuleType, ...] = (gang, capacity, reservation, priority, fragmentation, quota, nominal, fairness,
-                                   preemption, topology, mig, sharing, cost, usage, stability, waiting)
+                                   preemption, topology, mig, sharing, cost, usage, stability, waiting,
+                                   alignment)
 
 
 def build(problem: Problem, candidates: list[np.ndarray] | None = None,

@@ -3,10 +3,12 @@
 A scheduler's queue holds hundreds of jobs of one shape: same tasks, team, class and flags, told
 apart only by when they were submitted and how long they should run. In every constraint two
 such jobs are interchangeable; in the objective they differ only in their own terms, aging per
-pod (compile/fairness.py) and turnaround per job (compile/waiting.py). Say A was submitted no
-later than B (so A may preempt whatever B may: `Problem.rule_kind`) and A's own terms are worth at
-least B's in the model's integer units. Then a plan that places B and leaves A out is matched or
-beaten by the same plan with A in B's place.
+pod (compile/fairness.py), turnaround per job (compile/waiting.py) and what their pods pay for
+where they run (compile/alignment.py: it depends on the node and the job's runtime). Say A was
+submitted no later than B (so A may preempt whatever B may: `Problem.rule_kind`) and A's own terms,
+less the most its pods could pay anywhere (`_own_floor`), are worth at least B's in the model's
+integer units. Then a plan that places B and leaves A out is matched or beaten by the same plan
+with A in B's place.
 
 A class can run at most `cap` jobs at once: for each task, the pods its candidate nodes could take if
 they held nothing else (free capacity plus all that some pending job could preempt), over the pods
@@ -35,6 +37,7 @@ from collections.abc import Hashable
 
 import numpy as np
 
+from placement.compile import alignment
 from placement.compile.context import SCALE
 from placement.compile.fairness import waited_days
 from placement.compile.priority import pod_value
@@ -58,13 +61,13 @@ def dominated_tasks(problem: Problem, kept: Placement) -> frozenset[int]:
         cap = _cap(problem, members[0], room)
         if cap is None or len(members) <= cap:
             continue
-        ahead: list[int] = []  # own values of the kept jobs so far (all submitted no later), ascending
+        ahead: list[int] = []  # `_own_floor` of the kept jobs so far (all submitted no later), ascending
         for j in members:
             value = _own_value(problem, j)
             if j not in keep and len(ahead) - bisect.bisect_left(ahead, value) >= cap:
                 out.update(problem.job_tasks[j])
             else:
-                bisect.insort(ahead, value)
+                bisect.insort(ahead, _own_floor(problem, j))
     return frozenset(out)
 
 
@@ -103,9 +106,9 @@ def in_arrival_order(problem: Problem, placement: Placement, terms: dict[str, fl
 
     The model rounds aging to its units, so jobs of one class submitted minutes apart tie, and the solver
     may place the younger. Where a placed job has an unplaced classmate submitted earlier whose own terms
-    are worth at least as much, the earlier one takes its place: the same pods on the same nodes, every
-    constraint met as before (the module docstring), the objective no lower. `terms` change by the own
-    terms' difference."""
+    are worth at least as much on its nodes (`_worth_as_much`), the earlier one takes its place: the same pods
+    on the same nodes, every constraint met as before (the module docstring), the objective no lower. `terms`
+    change by the own terms' difference."""
     placed = placement.placed_jobs(problem)
     moves: list[tuple[int, int]] = []  # (placed job, earlier job taking its place)
     for members in classes(problem).values():
@@ -119,7 +122,7 @@ def in_arrival_order(problem: Problem, placement: Placement, terms: dict[str, fl
             for w in waiting:
                 if rank[w] >= rank[j]:
                     break  # the rest came later
-                if _own_value(problem, w) >= value:
+                if _worth_as_much(problem, w, j, value):
                     earlier = w
                     break
             if earlier is None:
@@ -138,6 +141,8 @@ def in_arrival_order(problem: Problem, placement: Placement, terms: dict[str, fl
     for j, earlier in moves:
         for name, value in _own_terms(problem, earlier).items():
             changed[name] = changed.get(name, 0.0) + (value - _own_terms(problem, j)[name]) / SCALE
+    if alignment.NAME in changed:  # where a job's pods cost differs by node and job: the moved plan's own value
+        changed[alignment.NAME] = alignment.value(problem, out.counts)
     return out, changed
 
 
@@ -209,6 +214,21 @@ def _own_value(problem: Problem, j: int) -> int:
     if j not in values:
         values[j] = sum(_own_terms(problem, j).values())
     return values[j]
+
+
+def _own_floor(problem: Problem, j: int) -> int:
+    """The least job j's own terms can be worth wherever it is placed: its own value less the most its pods can
+    pay for where they run (compile/alignment.py; 0 without it), in the model's integer units."""
+    return _own_value(problem, j) - round(alignment.max_cost(problem, j) * SCALE + 0.5)
+
+
+def _worth_as_much(problem: Problem, w: int, j: int, value: int) -> bool:
+    """Are classmate w's own terms worth at least j's (`value`) on whichever nodes j's pods hold? With equal
+    runtimes their pods pay alike everywhere (compile/alignment.py), so their own values compare; else w's
+    floor must reach j's value."""
+    if problem.jobs[w].expected_runtime_h == problem.jobs[j].expected_runtime_h:
+        return _own_value(problem, w) >= value
+    return _own_floor(problem, w) >= value
 
 
 def _own_terms(problem: Problem, j: int) -> dict[str, int]:
