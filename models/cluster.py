@@ -266,6 +266,9 @@ class RunningJob(Strict):
     expected_runtime_h: float | None = Field(None, gt=0, le=1_000_000)
     #: hours it may run before it is overdue (unset: its team's max_runtime_h, else no limit)
     max_runtime_h: float | None = Field(None, gt=0, le=1_000_000)
+    #: GPU-hours it has run so far over all its runs, this one included (unset: its GPUs × the time since
+    #: `started_at`): `preset: las` ranks by it
+    attained_gpu_h: float | None = Field(None, ge=0, le=1e12)
     #: as on Job: what the metrics window saw (reported; a running job is not re-placed)
     observed_gpu_memory_gib: float | None = Field(None, ge=0, le=MAX_GPU_MEMORY_GIB)
     observed_sm_util: float | None = Field(None, ge=0, le=1)

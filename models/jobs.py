@@ -150,6 +150,8 @@ class Job(Strict):
     checkpoint_interval_h: float | None = Field(None, gt=0, le=MAX_HOURS)
     #: expected hours of running; prices a placement (unset: costed as one hour)
     expected_runtime_h: float | None = Field(None, gt=0, le=1_000_000)
+    #: GPU-hours it has run so far, over all its runs (a requeued or preempted job's): `preset: las` ranks by it
+    attained_gpu_h: float | None = Field(None, ge=0, le=1e12)
     #: hours the job may run once started (reported as overdue past it; unset: its team's, else no limit)
     max_runtime_h: float | None = Field(None, gt=0, le=1_000_000)
     #: may wait for off-peak hours (policy.peak) rather than run now

@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo, available_timezones
 from placement_models.base import (
     JSON_INT,
     MAX_COUNT,
+    MAX_HOURS,
     MAX_NAME,
     MAX_POOLS,
     MAX_PREVIOUS_ASSIGNMENTS,
@@ -241,12 +242,44 @@ class PreemptionRules(Strict):
 _DEFAULT_RULES = PreemptionRules()
 
 
+#: a preset's name (placement_models.presets): what the plan is for, in one word
+Preset = Literal["auto", "one-shot", "completion", "las", "bounded-wait"]
+
+
+class Las(Strict):
+    """Least attained service (Tiresias's discretised LAS), for `preset: las`: a job's class is its priority,
+    then how little it has run: below the first threshold it ranks above every job of its priority that has
+    run more, and so on. Fresh work starts at once by preempting work that has run long."""
+
+    #: GPU-hours of attained service (`attained_gpu_h`) that end each queue, ascending: [1] is two queues
+    thresholds_gpu_h: list[Annotated[float, Field(gt=0, le=MAX_HOURS)]] = Field(
+        default_factory=lambda: [1.0], min_length=1, max_length=8)
+    #: a running job is not preempted in its first this many seconds (`min_runtime_s` where unset)
+    lease_s: float = Field(600.0, ge=0, le=MAX_SECONDS)
+
+    @field_validator("thresholds_gpu_h")
+    @classmethod
+    def _ascending(cls, value: list[float]) -> list[float]:
+        if any(b <= a for a, b in zip(value, value[1:], strict=False)):
+            raise ValueError("thresholds must ascend strictly, as [1, 10]")
+        return value
+
+
 class Policy(Strict):
     """How to plan: the solver's limits, the objective, what the plan may change, and the planning time."""
 
     # peak or off_peak, not both: checked with the request, stated in the policy's schema
     model_config = cross_field(either(holds("peak", {"const": False}), unset("off_peak")))
 
+    #: what the plan is for (placement_models.presets): `one-shot` (the weights as given, today's meaning for a
+    #: one-off or what-if plan); `completion` (a scheduler loop: shorter and more jobs first, ends aligned per
+    #: node); `las` (completion, plus Tiresias's least-attained-service queues from `attained_gpu_h`, preemption
+    #: of running work with a lease); `bounded-wait` (completion, plus a reservation for a job blocked
+    #: `reserve_after_h`, 6 h unless set). `auto` (default): `completion` when the call carries time (`now` and
+    #: a pending job's `submitted_at`), else `one-shot`. Fields set in the request always win over a preset
+    preset: Preset = "auto"
+    #: the queues of `preset: las`
+    las: Las = Field(default_factory=Las)
     time_limit_s: float = Field(10.0, gt=0, le=3600)
     workers: int = Field(2, ge=1, le=64)
     seed: int = Field(0, ge=0, le=2**31 - 1)

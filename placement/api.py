@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
-from placement_models import PlacementRequest, Plan
+from placement_models import PlacementRequest, Plan, presets
 
 from placement import candidates, pricing, reservation, screen, search, timeline
 from placement import compile as compiler
@@ -63,7 +63,7 @@ def plan(request: PlacementRequest | dict[str, Any], *, log: Callable[[str], Non
     `log` receives CP-SAT's progress lines; setting `stop` ends the search early (the best plan so
     far, the greedy one at worst, is returned).
     """
-    req = parse(request)
+    req = presets.resolve(parse(request))  # `policy.preset` spelled out as the fields it stands for
     return _plan(req, log, stop)
 
 

@@ -21,8 +21,9 @@ def _trace() -> list[TraceJob]:
 
 def test_every_job_runs_and_the_reservation_bounds_the_big_gangs_wait() -> None:
     cfg = SimConfig(nodes=2, gpus_per_node=8, cycle_s=60.0)
-    held = simulate(_trace(), Ours(time_limit_s=0.5, workers=1, reserve_after_h=0.25), cfg)
-    free_for_all = simulate(_trace(), Ours(time_limit_s=0.5, workers=1, reserve_after_h=None), cfg)
+    held = simulate(_trace(), Ours(time_limit_s=0.5, workers=1, preset="bounded-wait",
+                                   policy={"reserve_after_h": 0.25}), cfg)
+    free_for_all = simulate(_trace(), Ours(time_limit_s=0.5, workers=1), cfg)
     for result in (held, free_for_all):
         assert result.drained and result.invalid_decisions == 0
     big = [i for i, job in enumerate(held.jobs) if job.name == "big"][0]
@@ -32,14 +33,14 @@ def test_every_job_runs_and_the_reservation_bounds_the_big_gangs_wait() -> None:
 
 
 def test_without_estimates_las_classes_let_fresh_jobs_evict_long_running_ones() -> None:
-    """One node, a long 8-GPU job first, then short one-GPU jobs: with `las_gpu_h` the long job drops a class
+    """One node, a long 8-GPU job first, then short one-GPU jobs: under `preset: las` the long job drops a class
     once it has run 1 GPU-hour and is preempted (back to the queue, resumed later); every job finishes."""
     long_job = TraceJob("long", submit_s=0.0, duration_s=8 * 3600.0, gpus=8)
     shorts = [TraceJob(f"s{i}", submit_s=3600.0 + 60.0 * i, duration_s=900.0, gpus=1) for i in range(4)]
     cfg = SimConfig(nodes=1, gpus_per_node=8, cycle_s=60.0, checkpoint_h=0.5)
-    las = simulate([long_job, *shorts], Ours(time_limit_s=0.5, workers=1, reserve_after_h=None, las_gpu_h=1.0), cfg)
+    las = simulate([long_job, *shorts], Ours(time_limit_s=0.5, workers=1, preset="las"), cfg)
     plain = simulate([TraceJob(j.name, j.submit_s, j.duration_s, j.gpus) for j in [long_job, *shorts]],
-                     Ours(time_limit_s=0.5, workers=1, reserve_after_h=None), cfg)
+                     Ours(time_limit_s=0.5, workers=1), cfg)
     assert las.drained and plain.drained and las.invalid_decisions == 0
     assert las.preemptions >= 1 and plain.preemptions == 0
     first = {job.name: las.first_start_s[i] - job.submit_s for i, job in enumerate(las.jobs)}
@@ -47,13 +48,13 @@ def test_without_estimates_las_classes_let_fresh_jobs_evict_long_running_ones() 
     assert all(plain.first_start_s[i] - job.submit_s > 3600 for i, job in enumerate(plain.jobs) if job.gpus == 1)
 
 
-def test_las_request_puts_fresh_work_a_class_up_and_running_work_preemptible() -> None:
-    ours = Ours(reserve_after_h=None, las_gpu_h=1.0)
+def test_the_request_says_what_a_scheduler_knows_and_the_preset() -> None:
+    ours = Ours(preset="las")
     fresh = TraceJob("fresh", submit_s=0.0, duration_s=60.0, gpus=2)
     old = TraceJob("old", submit_s=0.0, duration_s=9e4, gpus=4, attained_gpu_s=4 * 3600.0)
     request = ours.request(7200.0, [fresh], [Running(old, start_s=3600.0, nodes={0: 4}, checkpoint_s=5400.0)],
                            free=np.array([4]), gpus_per_node=8)
     [job], [run] = request["jobs"], request["cluster"]["running"]
-    assert (job["priority"], run["priority"]) == (1, 0)
-    assert run["preemptible"] and run["checkpointed_at"].startswith("2026-01-01T01:30")
-    assert request["policy"]["preemption"] is True and request["policy"]["min_runtime_s"] > 0
+    assert (job["attained_gpu_h"], run["attained_gpu_h"]) == (0.0, 4.0)
+    assert run["checkpointed_at"].startswith("2026-01-01T01:30")
+    assert request["policy"]["preset"] == "las" and "weights" not in request["policy"]

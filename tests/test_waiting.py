@@ -17,7 +17,8 @@ def _request(turnaround: float) -> dict[str, Any]:
                                "gpu_model": "H100-SXM5-80GB"}]},
         "jobs": [job("long", "2026-01-01T20:00:00Z", 10.0), job("short", "2026-01-01T23:00:00Z", 0.5),
                  job("mid", "2026-01-01T22:00:00Z", 5.0)],
-        "policy": {"now": "2026-01-02T00:00:00Z", "deterministic": True, "time_limit_s": 2,
+        # one-shot: the weight alone, without the alignment a scheduler's call gets with it (test_presets.py)
+        "policy": {"now": "2026-01-02T00:00:00Z", "deterministic": True, "time_limit_s": 2, "preset": "one-shot",
                    "weights": {"turnaround": turnaround}},
     }
 

@@ -15,8 +15,9 @@ What maps from the request, and what cannot:
 * spot: nodes of `capacity_type: spot` pools are reclaimed at their pool's `reclaim_rate_per_h`
   (one rate for all spot pools), down for `--reclaim-down-h`; trace jobs may use spot (`spot_ok`) and
   checkpoint every `--checkpoint-h`;
-* policy: the request's policy fields that differ from their defaults (weights merged over the bench's
-  `turnaround: 0.5`, `time_limit_s`, `workers`, `seed`, `deterministic`, ...) go into every cycle's plan;
+* policy: the request's policy fields that differ from their defaults (`preset`, weights, `time_limit_s`,
+  `workers`, `seed`, `deterministic`, ...) go into every cycle's plan, whose time makes `auto` the
+  `completion` preset as in `placement bench cycles`;
 * quota and MIG changes have nothing to act on (trace jobs name no team and take whole GPUs):
   the command line refuses such a grid (exit 2), and such a point fails with a message saying so.
 
@@ -166,12 +167,12 @@ def _policy_class() -> type:
 
         def __init__(self, templates: list[dict[str, Any]], pools: list[dict[str, Any]], policy: dict[str, Any],
                      checkpoint_h: float) -> None:
-            weights = dict(policy.get("weights") or {})
+            fields = {k: v for k, v in policy.items()
+                      if k not in ("now", "previous_plan", "time_limit_s", "seed", "workers", "preset")}
             super().__init__(time_limit_s=policy.get("time_limit_s", 1.0), seed=policy.get("seed", 0),
-                             workers=policy.get("workers", 1), weights=weights)
+                             workers=policy.get("workers", 1), preset=policy.get("preset", "auto"), policy=fields)
             self.templates = templates
             self.pools = pools
-            self.policy_fields = {k: v for k, v in policy.items() if k not in ("weights", "now", "previous_plan")}
             self.checkpoint_h = checkpoint_h
 
         def request(self, now_s: float, queue: list[TraceJob], running: list[Any], free: np.ndarray,
@@ -185,7 +186,6 @@ def _policy_class() -> type:
                 job["spot_ok"] = True
                 if self.checkpoint_h > 0:
                     job["checkpoint_interval_h"] = self.checkpoint_h
-            out["policy"].update(self.policy_fields)
             return out
 
     return PointPolicy

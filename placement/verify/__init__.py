@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from placement_models import PlacementRequest, Plan
+from placement_models import PlacementRequest, Plan, presets
 
 from placement.verify import (
     capacity,
@@ -61,7 +61,7 @@ def verify(request: PlacementRequest | dict[str, Any], plan: Plan | dict[str, An
         request = PlacementRequest.model_validate(request)
     if not isinstance(plan, Plan):
         plan = Plan.model_validate(plan)
-    ctx = Context.build(request, plan)
+    ctx = Context.build(presets.resolve(request), plan)  # the plan answers the request its preset spells out
     out: list[str] = []
     for _rule, check_rule in _CHECKS:
         out.extend(check_rule(ctx))

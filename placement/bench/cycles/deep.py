@@ -75,7 +75,7 @@ def time_calls(states: list[State], gpus_per_node: int, time_limit_s: float, see
     """Per state: queue and free GPUs, our plan call's seconds (median and max of CALLS) and its phases."""
     rows: list[dict[str, object]] = []
     for state in states:
-        request = Ours(time_limit_s=time_limit_s, seed=seed, reserve_after_h=None).request(
+        request = Ours(time_limit_s=time_limit_s, seed=seed).request(
             state.now_s, state.queue, state.running, state.free, gpus_per_node)
         seconds = []
         for _ in range(CALLS):

@@ -35,20 +35,13 @@ def _peer(cls_name: str) -> PolicyFactory:
     return factory
 
 
-def _ours(options: PolicyOptions) -> SchedulerPolicy:
-    ours = importlib.import_module("placement.bench.cycles.ours")
-    return ours.Ours(time_limit_s=options.time_limit_s, seed=options.seed)
+def _ours(preset: str, name: str) -> PolicyFactory:
+    def factory(options: PolicyOptions) -> SchedulerPolicy:
+        ours = importlib.import_module("placement.bench.cycles.ours")
+        return ours.Ours(time_limit_s=options.time_limit_s, seed=options.seed, preset=preset, name=name)
 
-
-def _ours_sjf(options: PolicyOptions) -> SchedulerPolicy:
-    ours = importlib.import_module("placement.bench.cycles.ours")
-    return ours.Ours(time_limit_s=options.time_limit_s, seed=options.seed, reserve_after_h=None, name="placement-sjf")
-
-
-def _ours_las(options: PolicyOptions) -> SchedulerPolicy:
-    ours = importlib.import_module("placement.bench.cycles.ours")
-    return ours.Ours(time_limit_s=options.time_limit_s, seed=options.seed, reserve_after_h=None,
-                     las_gpu_h=ours.LAS_GPU_H, name="placement-las")
+    factory.__doc__ = f"placement.bench.cycles.ours.Ours(preset={preset!r})"
+    return factory
 
 
 #: name -> factory, in the order the table lists them: the peers, then ours.
@@ -58,9 +51,9 @@ POLICIES: dict[str, PolicyFactory] = {
     "kueue": _peer("KueueLike"),
     "easy": _peer("EasyBackfill"),
     "tiresias": _peer("TiresiasLike"),
-    "ours": _ours,
-    "ours-sjf": _ours_sjf,
-    "ours-las": _ours_las,
+    "ours": _ours("auto", "placement"),  # the default call: a call carrying time is `completion`
+    "ours-las": _ours("las", "placement-las"),
+    "ours-wait": _ours("bounded-wait", "placement-wait"),
 }
 
 
