@@ -127,3 +127,45 @@ def _added_nodes(request: PlacementRequest, plan: Plan) -> dict[str, Node]:
             if name in offered and name not in out:
                 out[name] = pool.provisionable.materialise(pool.name, offered.index(name))
     return out
+
+
+#: The model's objective unit: coefficients are integers per 1/SCALE GPU-equivalent (each rounded once), so a
+#: term the model reports is off its exact value by at most half a unit per unit of each variable.
+SCALE = 1000
+
+
+@dataclass(frozen=True)
+class Expected:
+    """An objective term recomputed from the request and the plan, and how far the reported value may lie.
+
+    The reported value must fall in [low − tolerance, high + tolerance], tolerance = units × 0.5/SCALE +
+    1e-6 + 1e-9 × |value|: `units` counts the variable units the model rounded a coefficient for (pods,
+    flags, segments), each off by at most half a model unit; 1e-6 is the plan's rounding of a term to six
+    decimals; the relative part covers float sums of large terms. `low` < `high` only where the verifier
+    cannot pin a fact down from the wire format (its docstring says which), never by default.
+    """
+
+    low: float
+    high: float
+    units: float = 0.0
+
+    @classmethod
+    def exact(cls, value: float, units: float = 0.0) -> Expected:
+        return cls(value, value, units)
+
+    def tolerance(self) -> float:
+        return self.units * 0.5 / SCALE + 1e-6 + 1e-9 * max(abs(self.low), abs(self.high))
+
+    def admits(self, reported: float) -> bool:
+        # "not outside" so that a NaN reported value is rejected
+        tol = self.tolerance()
+        return self.low - tol <= reported <= self.high + tol
+
+    def __add__(self, other: Expected) -> Expected:
+        return Expected(self.low + other.low, self.high + other.high, self.units + other.units)
+
+    def shown(self) -> str:
+        if self.low == self.high:
+            return f"{self.low:.6f}"
+        return f"between {self.low:.6f} and {self.high:.6f}"
+

@@ -13,9 +13,12 @@ itself is an estimate (placement.pricing's model), not recomputed.
 
 from __future__ import annotations
 
-from placement_models import Node
+import math
 
-from placement.verify.context import Context, num, pod_name
+from placement_models import Job, Node
+
+from placement.verify.context import Context, Expected, num, pod_name
+from placement.verify.priority import allowed, pod_values, tiers
 from placement.verify.quota import assigned_gpus
 
 
@@ -152,3 +155,134 @@ def check_cost(ctx: Context) -> list[str]:
     differs("provisioning", summary.provisioning, provisioning)
     differs("total", summary.total, summary.compute + summary.reclaim_risk + summary.provisioning)
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# The objective's cost terms, recomputed (placement.verify.objective's registry reads them).
+#
+# In GPU-equivalents: weights.cost × dollars. `cost.provisioning`: −weight × each added node's minimum
+# billing (price × GPUs × min_billing_h), one unit a node. `cost.reclaim_risk`: −weight × per pod on a spot
+# node, the gang's expected lost hours there (reclaim rate λ, restart r, runtime t, checkpoints every i:
+# (t/i)·e^{λr}·(e^{λi} − 1)/λ − t, at most a century) × the pool's price × the gang's GPU-equivalents
+# (its whole GPUs, or its shares and instances if more). `deferral`: a deferrable job's pods earn −½ of
+# their priority value during peak, +5 % off peak. `cost.compute`: −weight × each pod's price × GPU-
+# equivalents × runtime above the cheapest existing node its task could use (capped), the full price for a
+# deferrable job in peak; which nodes the task could use follows the planner's capacity filter, so the
+# verifier derives bounds: at most the price above the cheapest existing node its selectors allow, at
+# least nothing, and exactly 0 when the allowed existing nodes cost the same.
+
+#: Restart after a reclaim, hours (placement.pricing's model).
+RESTART_H = 0.1
+#: Expected lost hours that stand for "never finishes".
+NEVER_H = 876_000.0
+PEAK_VALUE_FACTOR = 0.5
+OFF_PEAK_BONUS = 0.05
+
+
+def _runtime(job: Job) -> float:
+    return job.expected_runtime_h if job.expected_runtime_h is not None else DEFAULT_RUNTIME_H
+
+
+def lost_hours(job: Job, rate: float) -> float:
+    if rate <= 0:
+        return 0.0
+    t = _runtime(job)
+    i = min(job.checkpoint_interval_h, t) if job.checkpoint_interval_h is not None else t
+    try:
+        extra = (t / i) * math.exp(rate * RESTART_H) * math.expm1(rate * i) / rate - t
+    except OverflowError:
+        return NEVER_H
+    return min(extra, NEVER_H)
+
+
+def check_provisioning_term(ctx: Context) -> list[Expected] | None:
+    weight = ctx.request.policy.weights.cost
+    pools = {p.name: p for p in ctx.request.cluster.pools}
+    used = {r.node.name for r in ctx.resolved}
+    total, units = 0.0, 0
+    for entry in ctx.plan.provisioned:
+        pool = pools.get(entry.pool)
+        if pool is None or pool.provisionable is None:
+            continue
+        for name in set(entry.nodes) & used:
+            total -= weight * (pool.gpu_hour_price or 0.0) * ctx.nodes[name].gpus * pool.provisionable.min_billing_h
+            units += 1
+    return [Expected.exact(total, units)]
+
+
+def _priced(ctx: Context) -> bool:
+    return ctx.request.policy.weights.cost > 0 and any(p.gpu_hour_price for p in ctx.request.cluster.pools)
+
+
+def check_reclaim_risk_term(ctx: Context) -> list[Expected] | None:
+    if not _priced(ctx):
+        return [Expected.exact(0.0)]
+    values = pod_values(ctx)
+    if values is None:
+        return None
+    pools = {p.name: p for p in ctx.request.cluster.pools}
+    weight = ctx.request.policy.weights.cost
+    total = 0.0
+    for r in ctx.resolved:
+        pool = pools.get(r.node.pool) if r.node.pool else None
+        if pool is None or pool.capacity_type != "spot" or not pool.reclaim_rate_per_h:
+            continue
+        whole = sum(t.gpus * t.replicas for t in r.job.tasks)
+        shares = sum(values[r.job.name, t.name] * t.replicas for t in r.job.tasks if t.gpus == 0 or t.mig_profile)
+        gang = max(float(whole), shares + sum(t.gpus * t.replicas for t in r.job.tasks if not t.mig_profile))
+        total -= weight * lost_hours(r.job, pool.reclaim_rate_per_h) * (pool.gpu_hour_price or 0.0) * gang
+    return [Expected.exact(total, len(ctx.resolved))]
+
+
+def check_deferral_term(ctx: Context) -> list[Expected] | None:
+    found = tiers(ctx)
+    values = pod_values(ctx)
+    if found is None or values is None:
+        return None
+    share = -(1.0 - PEAK_VALUE_FACTOR) if ctx.request.in_peak else OFF_PEAK_BONUS
+    weight = ctx.request.policy.weights.priority
+    out = []
+    for tier in found:
+        pods = [r for r in ctx.resolved if r.job.deferrable]
+        total = sum(share * weight * tier.weights.get(r.job.priority, 0.0) * values[r.job.name, r.task.name]
+                    for r in pods)
+        out.append(Expected.exact(total, len(pods)))
+    return out
+
+
+def check_compute_term(ctx: Context) -> list[Expected] | None:
+    if not _priced(ctx):
+        return [Expected.exact(0.0)]
+    pools = {p.name: p for p in ctx.request.cluster.pools}
+    weight = ctx.request.policy.weights.cost
+    existing = ctx.request.cluster.nodes
+    real = {n.name for n in existing}
+
+    def price(node: Node) -> float:
+        pool = pools.get(node.pool) if node.pool else None
+        return (pool.gpu_hour_price or 0.0) if pool is not None else 0.0
+
+    def spot(node: Node) -> bool:
+        pool = pools.get(node.pool) if node.pool else None
+        return pool is not None and pool.capacity_type == "spot"
+
+    low = high = 0.0
+    for r in ctx.resolved:
+        g = assigned_gpus(r)
+        full = price(r.node) * g * _runtime(r.job)
+        if r.job.deferrable and ctx.request.in_peak:
+            low -= weight * full
+            high -= weight * full
+            continue
+        usable = [price(n) for n in existing if allowed(r.task, n) and (r.job.spot_ok or not spot(n))]
+        if not usable:
+            low -= weight * full
+            high -= weight * full
+            continue
+        cheapest = min(usable) * g * _runtime(r.job)
+        if r.node.name in real:
+            low -= weight * max(0.0, full - cheapest)
+        else:  # an added node: the premium over existing nodes the task may not have had, or a rebate
+            low -= weight * full
+            high += weight * cheapest
+    return [Expected(low, high, len(ctx.resolved))]

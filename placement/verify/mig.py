@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 
 from placement.catalog import MigGeometry, lookup
-from placement.verify.context import EPS, Context, Resolved, num, pod_name
+from placement.verify.context import EPS, Context, Expected, Resolved, num, pod_name
 from placement.verify.sharing import changed_gpu
 
 
@@ -143,3 +143,10 @@ def _layout_violations(geo: MigGeometry, layout: list[tuple[str, int]]) -> list[
     if len(media) > 1:
         out.append(f"more than one media-engine instance ({', '.join(media)})")
     return out
+
+
+def check_reconfigure_term(ctx: Context) -> list[Expected] | None:
+    """`mig.reconfigure`: −weights.mig_reconfigure per GPU whose MIG layout the plan changes (its
+    `mig_changes` entries, one a GPU: the mig rule checks they are real changes). One unit a GPU."""
+    changed = {(c.node, c.gpu) for c in ctx.plan.mig_changes}
+    return [Expected.exact(-ctx.request.policy.weights.mig_reconfigure * len(changed), len(changed))]

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from placement_models import Job, RunningJob
 
-from placement.verify.context import EPS, Context, max_runtime
+from placement.verify.context import EPS, SCALE, Context, Expected, max_runtime
+from placement.verify.priority import tiers
 from placement.verify.quota import Scope, quota_scopes, team_gpus
 
 RULES = ("within_team", "reclaim_within_cohort", "borrow_within_cohort")
@@ -165,3 +166,24 @@ def _disallowed(ctx: Context, rule: str, job: Job, rj: RunningJob, landed: set[s
     if not held_above:
         return f"team {rj.team} held no more than its nominal where {job.name} lands on its nodes"
     return f"team {job.team} ends above its nominal where it lands on the victim's nodes"
+
+
+def check_preemption_term(ctx: Context) -> list[Expected] | None:
+    """`preemption`: each victim the plan chooses (not one stopped for `max_runtime_h`, which costs nothing)
+    costs at least one model unit, and the victims on one node together at most weights.preemption ×
+    weights.priority × one GPU of the cheapest class that may preempt them (compile's ladder of priority,
+    count, lost work and recency lies within). The class is bounded by the highest class weight
+    (placement.verify.priority), so the term lies between −Σ over victims' nodes of that bound and −victims ×
+    1/SCALE; the ladder itself is not derived."""
+    victims = {p.job for p in ctx.plan.preemptions if p.rule != "max_runtime"} & ctx.running_jobs
+    if not victims:
+        return [Expected.exact(0.0)]
+    found = tiers(ctx)
+    if found is None:
+        return None
+    policy = ctx.request.policy
+    top = max(max(t.weights.values(), default=1.0) for t in found)
+    nodes = {pod.node for rj in ctx.request.cluster.running if rj.job in victims for pod in rj.pods}
+    least = len(victims) / SCALE
+    return [Expected(-policy.weights.preemption * policy.weights.priority * top * len(nodes) - least, -least,
+                     len(victims))]

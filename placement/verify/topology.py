@@ -11,7 +11,8 @@ from collections import Counter
 
 from placement_models import Node, PlacementRequest, Plan
 
-from placement.verify.context import Context, Resolved
+from placement.verify.context import Context, Expected, Resolved
+from placement.verify.fragmentation import whole_free_nodes
 
 #: Levels read from node.topology; the NVLink domain falls back to GPU Feature Discovery's clique label.
 _TOPOLOGY_FIELDS = ("nvlink_domain", "rack", "block")
@@ -138,3 +139,70 @@ def topology_report(request: PlacementRequest, plan: Plan) -> dict[str, object]:
         "multi_node_in_one": {lv: sum(1 for k in v if k == 1) for lv, v in spread.items()},
         "empty_domains": empty,
     }
+
+
+# --------------------------------------------------------------------------------------------
+# The objective's topology terms (placement.verify.objective's registry reads them), w = weights.topology.
+#
+# `topology.keep_whole`: per named level, each domain of two or more nodes whose GPUs were all free before
+# the plan (placement.verify.fragmentation) and into which the plan puts a whole-GPU pod costs w / L, L the
+# levels that have such free domains a GPU pod could enter (levels with as many domains count once). Which
+# free domains a pod could enter follows the planner's filter: L lies between the levels the plan breaks
+# into and the levels with free domains, and the term must match one of those. One unit a domain.
+# `topology.spread`: a gang touching k domains of its `preferred` level (or, with multi-node NVLink domains
+# and no preference, of nvlink_domain at 0.3 of w) costs w × (k − m), m ≥ 1 the domains it needs at least,
+# a bound on the planner's pod slots: so between −w × (k − 1) and 0. `topology.bandwidth` is computed by
+# decode from the in-node GPU graphs (placement.topology) and not derived here.
+
+IMPLICIT_NVLINK = 0.3
+
+
+def check_keep_whole_term(ctx: Context) -> list[Expected] | None:
+    weight = ctx.request.policy.weights.topology
+    if weight == 0:
+        return [Expected.exact(0.0)]
+    free = whole_free_nodes(ctx)
+    domains = domains_of(ctx)
+    whole = {r.node.name for r in ctx.resolved if r.task.gpus > 0 and r.task.mig_profile is None
+             and r.task.gpu_share is None}
+    eligible, broken, seen = 0, [], set()
+    for level in ctx.request.cluster.topology_levels:
+        of = domains.get(level, {})
+        members: dict[str, list[str]] = {}
+        for node, d in of.items():
+            members.setdefault(d, []).append(node)
+        if len(members) in seen:
+            continue
+        seen.add(len(members))
+        empty = [d for d, ns in members.items() if len(ns) > 1 and all(n in free for n in ns)]
+        if empty:
+            eligible += 1
+            hit = sum(1 for d in empty if any(n in whole for n in members[d]))
+            if hit:
+                broken.append(hit)
+    count = sum(broken)
+    if not count:
+        return [Expected.exact(0.0)]
+    return [Expected.exact(-weight * count / levels, count) for levels in range(len(broken), eligible + 1)]
+
+
+def check_spread_term(ctx: Context) -> list[Expected] | None:
+    weight = ctx.request.policy.weights.topology
+    levels = ctx.request.cluster.topology_levels
+    domains = domains_of(ctx)
+    low = 0.0
+    units = 0
+    for job, pods in ctx.job_nodes().items():
+        spec = ctx.pending_jobs[job].topology
+        level = spec.preferred if spec is not None and spec.preferred else "nvlink_domain"
+        w = weight if spec is not None and spec.preferred else weight * IMPLICIT_NVLINK
+        if level not in levels:
+            continue
+        touched = {domains[level].get(r.node.name) for r in pods}
+        low -= w * (len(touched) - 1)
+        units += len(touched) + 1
+    return [Expected(low, 0.0, units)]
+
+
+def check_bandwidth_term(ctx: Context) -> list[Expected] | None:
+    return None

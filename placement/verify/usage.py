@@ -5,7 +5,8 @@ utilisation, with policy.right_size_headroom to spare.
 from __future__ import annotations
 
 from placement.catalog import lookup
-from placement.verify.context import EPS, Context, num, pod_name
+from placement.verify.context import EPS, Context, Expected, num, pod_name
+from placement.verify.priority import task_value, tiers
 
 
 def check_right_size(ctx: Context) -> list[str]:
@@ -35,3 +36,34 @@ def check_right_size(ctx: Context) -> list[str]:
                        f"{r.job.name} needs observed utilisation {num(util)} × headroom {num(headroom)} = "
                        f"{num(util * headroom)} of them")
     return out
+
+
+def check_over_declared_term(ctx: Context) -> list[Expected] | None:
+    """`usage.over_declared`: each placed pod of a task declaring `gpu_memory_gib` loses the unused part of
+    it (1 − observed / declared, its job's `observed_gpu_memory_gib`) × its priority value (class weight ×
+    GPU-equivalents, placement.verify.priority) × weights.over_declared × weights.priority. One unit a pod."""
+    weights = ctx.request.policy.weights
+    pods = [r for r in ctx.resolved if r.task.gpu_memory_gib and r.job.observed_gpu_memory_gib is not None
+            and not r.right_sized]
+    if not pods or not weights.over_declared:
+        return [Expected.exact(0.0)]
+    found = tiers(ctx)
+    if found is None:
+        return None
+    out = []
+    for tier in found:
+        total = 0.0
+        for r in pods:
+            unused = max(0.0, 1.0 - (r.job.observed_gpu_memory_gib or 0.0) / (r.task.gpu_memory_gib or 1.0))
+            gpus = task_value(ctx, r.task) or 0.0
+            total -= unused * tier.weights.get(r.job.priority, 0.0) * gpus * weights.over_declared * weights.priority
+        out.append(Expected.exact(total, len(pods)))
+    return out
+
+
+def check_right_size_term(ctx: Context) -> list[Expected] | None:
+    """`usage.right_size`: 0 without a right-size offer; with one, not derived (the offered instances follow
+    the usage stage, placement.rightsize)."""
+    if any(job.right_size for job in ctx.request.jobs):
+        return None
+    return [Expected.exact(0.0)]

@@ -1,0 +1,101 @@
+"""Fairness and aging, recomputed.
+
+**aging**: each placed pod earns weights.aging × its value (GPU-equivalents, 0.01 for a CPU-only pod:
+placement.verify.priority) × the days its job has waited since `submitted_at` at the planning time,
+capped at 30. A task whose pod would earn less than half a model unit has no such coefficient (the
+model drops it). One unit per pod.
+
+**fairness**: per declared team T, its GPU-equivalents after the plan, A_T (running jobs kept and pods
+placed, in milli-GPU floored to the quantum q: the largest divisor of a GPU and of every pod's milli-GPU,
+at least 25), fills four segments of its entitlement E_T (breakpoints round(E_T·k/4 / q) quanta), each
+worth less per GPU: 1, ¾, ½, ¼ × weights.fairness. The entitlement (a weighted max-min share given
+demand, quotas and decayed usage) is read from the plan's team report (`teams[].entitlement`, four
+decimals) and not derived again; the verifier checks the utility, and that the teams in it hold what
+the plan says. A team the plan cannot change (no pending job of its own, none of its jobs preempted)
+has no term in the model. One unit per quantum filled.
+"""
+
+from __future__ import annotations
+
+import math
+
+from placement.verify.context import Context, Expected
+from placement.verify.priority import pod_values, tiers
+from placement.verify.quota import GPUS, Scope, mig_fraction, running_pod_gpus, team_gpus
+
+MAX_AGE_DAYS = 30.0
+SLOPES = (1.0, 0.75, 0.5, 0.25)
+#: Smallest quantum, milli-GPU.
+QUANTUM = 25
+MILLI = 1000
+
+
+def waited_days(ctx: Context, submitted: object) -> float:
+    if submitted is None:
+        return 0.0
+    now = ctx.request.planning_time()
+    return min(MAX_AGE_DAYS, max(0.0, (now - submitted).total_seconds() / 86400.0))  # type: ignore[operator]
+
+
+def check_aging_term(ctx: Context) -> list[Expected] | None:
+    weight = ctx.request.policy.weights.aging
+    values = pod_values(ctx)
+    if values is None or tiers(ctx) is None:
+        return None
+    total, units = 0.0, 0
+    for r in ctx.resolved:
+        each = values[r.job.name, r.task.name] * waited_days(ctx, r.job.submitted_at) * weight
+        if round(each * 1000):
+            total += each
+            units += 1
+    return [Expected.exact(total, units)]
+
+
+def quantum(ctx: Context) -> int:
+    """Milli-GPU per unit of the fair-share segments (module docstring)."""
+    step = MILLI
+    for job in ctx.request.jobs:
+        for task in job.tasks:
+            if task.gpu_share is not None:
+                step = math.gcd(step, round(task.gpu_share * MILLI))
+            elif task.mig_profile is not None:
+                for node in ctx.request.cluster.nodes:
+                    fraction = mig_fraction(node, task.mig_profile) if task.mig_profile != "auto" else 0.0
+                    if fraction:
+                        step = math.gcd(step, round(fraction * MILLI))
+    for rj in ctx.request.cluster.running:
+        for pod in rj.pods:
+            step = math.gcd(step, round(running_pod_gpus(ctx, pod) * MILLI))
+    return max(step, QUANTUM)
+
+
+def segments(entitlement: float) -> list[int]:
+    points = [round(entitlement * k / len(SLOPES)) for k in range(len(SLOPES) + 1)]
+    return [b - a for a, b in zip(points, points[1:], strict=False)]
+
+
+def check_fairness_term(ctx: Context) -> list[Expected] | None:
+    weight = ctx.request.policy.weights.fairness
+    if not ctx.request.teams or weight == 0:
+        return [Expected.exact(0.0)]
+    if any(task.mig_profile == "auto" for job in ctx.request.jobs for task in job.tasks):
+        return None  # the quantum follows instances the verifier does not pick
+    step = quantum(ctx)
+    per_quantum = step / MILLI
+    everywhere = Scope("cluster", set(ctx.nodes), {}, {}, {}, GPUS)
+    _, after = team_gpus(ctx, everywhere)
+    entitled = {t.team: t.entitlement for t in ctx.plan.teams}
+    movable = {job.team for job in ctx.request.jobs} | {
+        next((rj.team for rj in ctx.request.cluster.running if rj.job == p.job), None) for p in ctx.plan.preemptions}
+    total, units = 0.0, 0
+    for team in ctx.request.teams:
+        if team.name not in movable or team.name not in entitled:
+            continue
+        widths = segments(entitled[team.name] / per_quantum)
+        held = round(after.get(team.name, 0.0) * MILLI) // step
+        for slope, width in zip(SLOPES, widths, strict=True):
+            take = max(0, min(width, held))
+            held -= take
+            total += weight * slope * per_quantum * take
+            units += take
+    return [Expected.exact(total, units)]

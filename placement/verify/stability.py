@@ -1,0 +1,27 @@
+"""Stability, recomputed: a pending pod on the node `policy.previous_plan` gave its task earns
+weights.stability × its declared GPUs (0.01 for a CPU-only pod).
+
+Per (task, node), the kept pods are min(pods there now, pods the previous plan put there); a pod the
+usage stage moved onto a MIG instance (right-sized) is another task's and keeps nothing. One model
+unit per kept pod.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from placement.verify.context import Context, Expected
+from placement.verify.priority import pod_value
+
+
+def check_stability_term(ctx: Context) -> list[Expected] | None:
+    previous = ctx.request.policy.previous_plan
+    weight = ctx.request.policy.weights.stability
+    if previous is None or weight == 0:
+        return [Expected.exact(0.0)]
+    before = Counter((a.job, a.task, a.node) for a in previous.assignments)
+    now = Counter((r.job.name, r.task.name, r.node.name) for r in ctx.resolved if not r.right_sized)
+    gpus = {(job.name, task.name): task.gpus for job in ctx.request.jobs for task in job.tasks}
+    kept = {key: min(k, before.get(key, 0)) for key, k in now.items()}
+    value = sum(weight * pod_value(float(gpus[job, task])) * k for (job, task, _), k in kept.items())
+    return [Expected.exact(value, sum(kept.values()))]
