@@ -6,8 +6,9 @@ included: the planner decides on the cluster as it runs; jobs it stops for runni
 `max_runtime_h` are gone first), none partitioned or shared, at least one healthy GPU.
 A node the plan breaks only with MIG instances or shared GPUs pays a smaller charge the
 verifier does not derive (at most the weight: the
-compiler caps it at half of what the smallest such pod earns), so the term may lie up to one weight
-per such node above (more negative than) the whole-GPU count.
+compiler caps it at half of what the smallest such pod earns), once for its MIG pods and once for its
+shared ones, whole-GPU pods there or not: so the term may lie up to one weight per such node and kind
+below the whole-GPU count.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def check_fragmentation_term(ctx: Context) -> list[Expected] | None:
     free = whole_free_nodes(ctx)
     whole = {r.node.name for r in ctx.resolved if r.node.name in free and r.task.gpus > 0
              and r.task.mig_profile is None and r.task.gpu_share is None}
-    partial = {r.node.name for r in ctx.resolved if r.node.name in free and r.node.name not in whole
+    partial = {(r.node.name, r.task.mig_profile is not None) for r in ctx.resolved if r.node.name in free
                and (r.task.mig_profile is not None or r.task.gpu_share is not None)}
     value = -weight * len(whole)
     return [Expected(value - weight * len(partial), value, len(whole) + len(partial))]
