@@ -390,6 +390,7 @@ DELEGATED: dict[str, tuple[str, str]] = {
              "'kube export REQ PLAN'"),
     "sweep": ("placement.sweep.cli", "a grid of what-if changes, each point solved or simulated over a trace, "
               "locally or on Ray ('sweep REQUEST --grid KEY=V1,V2 ...'; sweep -h)"),
+    "slurm": ("placement.slurm", "place held Slurm jobs via scontrol ('slurm run [--once] [--dry-run]'; slurm run -h)"),
 }
 
 
