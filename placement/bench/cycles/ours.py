@@ -25,10 +25,6 @@ from placement.bench.cycles.state import Decision, Running, TraceJob, pods_of
 EPOCH = datetime(2026, 1, 1, tzinfo=timezone.utc)
 #: A GPU model from the catalog; the trace names none, and whole-GPU gangs do not care which.
 GPU_MODEL = "H100-SXM5-80GB"
-#: The LAS queues the product builds by default (`policy.las`): the loop plans again when a job crosses one.
-LAS = Las()
-
-
 def _at(seconds: float) -> str:
     return (EPOCH + timedelta(seconds=seconds)).isoformat()
 
@@ -42,9 +38,9 @@ def _attained_h(job: TraceJob) -> float:
     return job.attained_gpu_s / 3600.0
 
 
-def _queue(attained_h: float) -> int:
+def _queue(attained_h: float, las: Las) -> int:
     """The LAS queue of a job with this much service (0: the least)."""
-    return bisect.bisect_right(LAS.thresholds_gpu_h, attained_h)
+    return bisect.bisect_right(las.thresholds_gpu_h, attained_h)
 
 
 class Ours:
@@ -59,6 +55,7 @@ class Ours:
         self.policy = dict(policy or {})
         #: attained service changes a job's class as time passes, so a LAS loop looks every cycle
         self.every_cycle = preset == "las"
+        self.las = Las.model_validate(self.policy.get("las", {}))
         self._seen: tuple | None = None
         self.time_limit_s = time_limit_s
         self.seed = seed
@@ -108,9 +105,9 @@ class Ours:
         if not queue:
             return Decision()
         if self.every_cycle:  # called every cycle: plan again only when a job arrived, ended or changed class
-            lease = self.policy.get("min_runtime_s", LAS.lease_s)
+            lease = self.policy.get("min_runtime_s", self.las.lease_s)
             seen = (tuple(j.name for j in queue),
-                    tuple((r.job.name, _queue(_attained_h(r.job)), now_s - r.start_s >= lease)
+                    tuple((r.job.name, _queue(_attained_h(r.job), self.las), now_s - r.start_s >= lease)
                           for r in running))
             if seen == self._seen:
                 return Decision()
