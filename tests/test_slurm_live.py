@@ -130,6 +130,9 @@ def test_dry_run_prints_commands_and_changes_nothing(lab: SlurmLab, slurm: Slurm
 
 
 def test_bad_options_exit_2(capsys: pytest.CaptureFixture) -> None:
+    from placement.cli import main as placement_main
+
+    assert placement_main(["slurm", "run", "--interval", "0"]) == 2
     assert main(["run", "--interval", "0"]) == 2
     assert main(["run", "--qos-priority", "high"]) == 2
     assert main(["run", "--gpu-model", "nope"]) == 2

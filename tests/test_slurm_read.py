@@ -91,7 +91,8 @@ def test_a_plan_becomes_full_node_lists_pinned_gpus_releases_and_comments() -> N
     snap = _recorded()
     plan = _plan(assignments=[Assignment(job="4", task="main", pod=0, node="n1", gpus=[0, 1, 2]),
                               Assignment(job="4", task="main", pod=1, node="n2", gpus=[0, 1, 2])],
-                 pending=[Pending(job="6", reason="needs 4 nodes", constraint="gang_size"),
+                 pending=[Pending(job="6", reason="needs 4 nodes", constraint="gang_size",
+                                  estimated_start=datetime(2027, 12, 6, tzinfo=timezone.utc)),  # beyond HORIZON
                           Pending(job="3", reason="full", constraint="capacity",
                                   estimated_start=datetime(2026, 12, 6, 5, 30, tzinfo=timezone.utc))],
                  preemptions=[Preemption(job="2", reason="r", for_job="4", rule="within_team")])

@@ -24,6 +24,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 
 from placement_models import Plan
 
@@ -33,6 +34,8 @@ from placement.slurm.syntax import MARK, gres_items, with_note
 
 #: Longest note written into a Comment (Slurm keeps more, squeue's columns show less).
 MAX_NOTE = 240
+#: Estimated starts further out than this are not written (see _when).
+HORIZON = timedelta(days=90)
 
 
 @dataclass
@@ -104,9 +107,19 @@ def note_for(reason: str, constraint: str | None, start: str | None) -> str:
     return text + tail
 
 
+def _when(start: datetime | None, now: datetime | None) -> str | None:
+    """An estimated start as a Comment shows it; none when unknown or beyond HORIZON (work without time limits
+    gives the planner no end to count from, and a date a year out says nothing a user can use)."""
+    if start is None or (now is not None and start - now > HORIZON):
+        return None
+    return start.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
+
+
 def plan_steps(snap: Snapshot, plan: Plan) -> list[Step]:
     """Every job's commands for this plan, preemptions first (their room is what some starts wait for)."""
     steps: list[Step] = []
+    raw_now = snap.request.get("policy", {}).get("now") if snap.request else None
+    plan_now = datetime.fromisoformat(raw_now) if raw_now else None
     for p in plan.preemptions:
         f = snap.jobs.get(p.job)
         if f is not None and f.state == "running":
@@ -131,7 +144,7 @@ def plan_steps(snap: Snapshot, plan: Plan) -> list[Step]:
         f = snap.jobs.get(pend.job)
         if f is None or f.state == "running":
             continue
-        start = pend.estimated_start.strftime("%Y-%m-%dT%H:%MZ") if pend.estimated_start else None
+        start = _when(pend.estimated_start, plan_now)
         steps.append(_waiting(f, pend.reason, pend.constraint, start))
     steps = [s for s in steps if s.commands]
     for f in snap.jobs.values():
