@@ -153,3 +153,39 @@ def test_controller_down_is_a_clear_error(tmp_path, capsys: pytest.CaptureFixtur
         assert err.startswith("error: ") and "Traceback" not in err
     finally:
         lab.stop()
+
+
+def test_a_placer_killed_at_random_moments_loses_no_job_and_gives_no_gpu_twice(lab: SlurmLab, slurm: Slurm) -> None:
+    """The real command as a service would run it, SIGKILLed mid-cycle six times and started again."""
+    import os
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    rng = random.Random(7)
+    asks: dict[str, tuple[int, int]] = {}
+    env = {**lab.env, "PYTHONPATH": os.pathsep.join(sys.path)}
+    argv = [sys.executable, "-c", "import sys; from placement.slurm.cli import main; sys.exit(main(sys.argv[1:]))",
+            "run", "--interval", "0.2"]
+    for _ in range(6):
+        for _ in range(3):
+            g = rng.choice([1, 2, 4, 8])
+            asks[lab.submit(f"--gres=gpu:{g}", sleep_s=rng.choice([2, 3, 600]))] = (1, g)
+        asks[lab.submit("-N2", "--gpus-per-node=8", sleep_s=3)] = (2, 8)
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(1.0, 2.5))  # one import (~1 s), then cycles until the kill lands in one
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert_sound(lab, asks)
+    assert not cycle(slurm).outcome.failed
+    assert wait_for(lambda: released_started(lab)), [(j["job_id"], j["state_reason"], j["required_nodes"],
+                                                      j["tres_per_node"], j["comment"]) for j in squeue(lab)
+                                                     if j["job_state"] == "PENDING" and j["priority"]]
+    assert_sound(lab, asks)
+    known = {str(j["job_id"]): j["job_state"] for j in squeue(lab) if str(j["job_id"]) in asks}
+    assert set(asks) == set(known)  # no job lost
+    assert all(s in ("PENDING", "RUNNING", "COMPLETED", "COMPLETING") for s in known.values()), known
+    started = [j for j in squeue(lab) if str(j["job_id"]) in asks and j["restart_cnt"]]
+    assert started == []  # no job started twice: nothing was requeued

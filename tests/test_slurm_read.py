@@ -100,6 +100,7 @@ def test_a_plan_becomes_full_node_lists_pinned_gpus_releases_and_comments() -> N
     assert steps["2"] == [("scontrol", "requeuehold", "2")]
     assert steps["4"] == [
         ("scontrol", "update", "JobId=4", "NumNodes=2", "ReqNodeList=n1,n2", "StartTime=now"),
+        ("scontrol", "update", "JobId=4", "Comment=placement: starting, gpus per node 3"),
         ("scontrol", "update", "JobId=4", "TresPerJob="),
         ("scontrol", "update", "JobId=4", "TresPerNode="),
         ("scontrol", "update", "JobId=4", "TresPerNode=gres:gpu:g0:1,gres:gpu:g1:1,gres:gpu:g2:1"),
@@ -149,3 +150,13 @@ def test_failing_commands_are_slurm_errors_and_the_loop_goes_on() -> None:
     assert run(broken, Options(), interval_s=5, once=True, say=said.append) == 1
     assert run(broken, Options(), interval_s=5, once=False, say=said.append, cycles=2, sleep=slept.append) == 1
     assert len(said) == 3 and all(s.startswith("error: ") for s in said) and len(slept) == 1
+
+
+def test_a_job_whose_gpu_request_was_cleared_before_a_kill_keeps_its_gpus() -> None:
+    """Killed between `TresPerNode=` and setting the chosen indices: the note written first still says it."""
+    load = lambda name: json.loads((DATA / f"{name}.json").read_text())  # noqa: E731
+    jobs = load("squeue")
+    three = next(j for j in jobs if j["job_id"] == 3)
+    three.update(tres_per_node="", comment="placement: starting, gpus per node 1")
+    snap = build(load("sinfo"), jobs, load("partitions"), Options(now=NOW))
+    assert next(j for j in snap.request["jobs"] if j["name"] == "3")["tasks"][0]["gpus"] == 1

@@ -30,7 +30,7 @@ from placement_models import Plan
 
 from placement.slurm.commands import Slurm, SlurmError
 from placement.slurm.read import JobFacts, Snapshot
-from placement.slurm.syntax import MARK, gres_items, with_note
+from placement.slurm.syntax import MARK, STARTING, gres_items, with_note
 
 #: Longest note written into a Comment (Slurm keeps more, squeue's columns show less).
 MAX_NOTE = 240
@@ -87,6 +87,11 @@ def start_step(f: JobFacts, nodes: dict[str, list[int]], pinnable: dict[str, boo
     if not where_ok or f.state == "released" or f.restarts:  # a requeued job's begin time is 120 s ahead
         step.commands.append(("scontrol", "update", f"JobId={f.id}", f"NumNodes={len(names)}",
                               f"ReqNodeList={','.join(names)}", "StartTime=now"))
+    clearing = bool(f.tres_per_job) or not _same_tres(f.tres_per_node, tres)
+    if clearing and tres:  # what the job asks survives a kill between the clear and the set (read.py reads it)
+        note = with_note(f.comment, f"{STARTING} {f.gpus_per_node}")
+        if note != f.comment:
+            step.commands.append(("scontrol", "update", f"JobId={f.id}", f"Comment={note}"))
     if f.tres_per_job:
         step.commands.append(("scontrol", "update", f"JobId={f.id}", "TresPerJob="))
     if not _same_tres(f.tres_per_node, tres):
@@ -136,7 +141,7 @@ def plan_steps(snap: Snapshot, plan: Plan) -> list[Step]:
                                   "next cycle", None, None))
             continue
         step = start_step(f, nodes, snap.pinnable)
-        if MARK in f.comment:
+        if MARK in f.comment and not any(c[-1].startswith("Comment=") for c in step.commands):
             step.commands.insert(0, ("scontrol", "update", f"JobId={job}", f"Comment={with_note(f.comment, '')}"))
         if step.commands:
             steps.append(step)

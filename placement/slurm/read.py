@@ -29,7 +29,14 @@ from typing import Any
 
 from placement import catalog
 from placement.slurm.commands import Slurm
-from placement.slurm.syntax import comment_words, expand_hostlist, gres_items, index_of_type, parse_hours
+from placement.slurm.syntax import (
+    comment_words,
+    expand_hostlist,
+    gres_items,
+    index_of_type,
+    noted_gpus,
+    parse_hours,
+)
 
 #: Node states (sinfo's `state`) whose nodes take work; any other (down, drained, future...) keeps them out.
 USABLE = {"idle", "mixed", "allocated", "completing"}
@@ -204,6 +211,9 @@ def _gpu_ask(job: dict[str, Any], most: int) -> tuple[int, int] | str:
         per_job = [(None, sum(c for _, c, _ in per_task) * max(1, int(job.get("tasks") or 1)), None)]
     if per_node:
         return k, sum(c for _, c, _ in per_node)
+    noted = noted_gpus(job.get("comment"))
+    if noted is not None and not per_job:  # killed between clearing the request and setting the chosen GPUs
+        return k, noted
     if per_job:
         total = sum(c for _, c, _ in per_job)
         k = max(k, math.ceil(total / most)) if most else k

@@ -132,3 +132,16 @@ def with_note(comment: str | None, note: str) -> str:
     if not note:
         return mine
     return f"{mine}; {MARK} {note}" if mine else f"{MARK} {note}"
+
+
+#: The note the placer writes before it clears a job's GPU request to set the chosen indices: if it is killed
+#: between the two, the next cycle reads the job's GPUs per node from here instead of from the cleared request.
+STARTING = "starting, gpus per node"
+
+
+def noted_gpus(comment: str | None) -> int | None:
+    """GPUs per node from a STARTING note in the placer's part of a Comment; None when there is none."""
+    text = comment or ""
+    at = text.find(MARK)
+    m = re.search(STARTING + r" (\d+)", text[at:]) if at >= 0 else None
+    return int(m.group(1)) if m else None
