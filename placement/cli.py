@@ -359,7 +359,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         from placement_service.server import run
     except ImportError as exc:
-        return _fail(f"the service needs its extras: pip install 'placement[service]' ({exc})")
+        return _fail(f"the service needs its extras: pip install 'gpu-placement-planner[service]' ({exc})")
     run(host=args.host, port=args.port, workers=args.workers)
     return 0
 

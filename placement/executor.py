@@ -11,7 +11,7 @@ gets the outcomes back in input order, whatever executor ran them and whatever o
   (``ray.init(num_cpus=workers)``), ``ray:auto`` or ``ray:ray://head:10001`` joins a running cluster
   (KubeRay). Each task asks Ray for ``cpus_per_task`` CPUs: the CP-SAT workers (``policy.workers``) the
   call will use, so Ray never packs more solver threads on a node than it has cores. Ray is an optional
-  extra (``pip install 'placement[ray]'``); the cluster's image must have the same ``placement`` installed.
+  extra (``pip install 'gpu-placement-planner[ray]'``); the cluster's image must have the same ``placement`` installed.
 
 A call that raises is retried once (on any worker), then reported as failed with its error; the other
 calls are unaffected. A worker process that dies (out of memory, killed) counts as a failed attempt of
@@ -39,7 +39,7 @@ from typing import Any
 #: How the executors are named on command lines (``--executor``).
 EXECUTOR_HELP = ("where solves run: 'local' (process pool on this machine, the default), 'ray' (a Ray runtime "
                  "started on this machine) or 'ray:ADDRESS' (join a Ray cluster: 'ray:auto', 'ray:ray://head:10001'; "
-                 "needs pip install 'placement[ray]')")
+                 "needs pip install 'gpu-placement-planner[ray]')")
 
 
 class ExecutorError(ValueError):
@@ -194,7 +194,7 @@ class RayExecutor(Executor):
         try:
             import ray
         except ImportError as exc:
-            raise ExecutorError(f"--executor ray needs Ray: pip install 'placement[ray]' ({exc})") from None
+            raise ExecutorError(f"--executor ray needs Ray: pip install 'gpu-placement-planner[ray]' ({exc})") from None
         self._ray = ray
         self._owns = False
         if not ray.is_initialized():

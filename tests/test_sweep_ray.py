@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'placement[ray]' to run the Ray tests")
+ray = pytest.importorskip(
+    "ray", reason="Ray is not installed: pip install 'gpu-placement-planner[ray]' to run the Ray tests")
 
 from placement_models import PlacementRequest  # noqa: E402
 from test_sweep import _base, _strip  # noqa: E402

@@ -53,7 +53,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--json", type=Path, default=None, metavar="OUT", help="write every point as JSON here")
     ap.add_argument("--plots", type=Path, default=None, metavar="DIR",
                     help="PNG plots here: cost against mean wait (or unplaced GPUs) with the Pareto front, "
-                    "utilisation against spot share (needs matplotlib: placement[report])")
+                    "utilisation against spot share (needs matplotlib: gpu-placement-planner[report])")
     ap.add_argument("--list", action="store_true", help="print the points and their changes, solve nothing")
     ap.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
 
@@ -186,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
             for path in write_plots(result, args.plots):
                 print(f"plot written to {path}")
         except ImportError:
-            print("plots skipped: matplotlib is not installed (pip install 'placement[report]')")
+            print("plots skipped: matplotlib is not installed (pip install 'gpu-placement-planner[report]')")
     return 1 if result.failed else 0
 
 

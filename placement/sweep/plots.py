@@ -2,7 +2,7 @@
 
 Why this exists: a table of hundreds of points is read for one answer ("which points are worth it?"),
 and a scatter with the front drawn through it gives that answer at a glance. matplotlib is an optional
-extra (``placement[report]``); without it the caller says the plots were skipped.
+extra (``gpu-placement-planner[report]``); without it the caller says the plots were skipped.
 """
 
 from __future__ import annotations

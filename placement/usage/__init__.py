@@ -51,7 +51,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--request", help="the request: names jobs and teams, declared memory, what is free")
     r.add_argument("-o", "--output", help="Markdown report here (default: stdout)")
     r.add_argument("--html", help="also write the report as HTML here")
-    r.add_argument("--plots", metavar="DIR", help="write PNG plots here (needs matplotlib: placement[report])")
+    r.add_argument("--plots", metavar="DIR", help="write PNG plots here (needs matplotlib: "
+                   "gpu-placement-planner[report])")
     r.add_argument("--max-rows", type=int, default=50, help="rows per table, lowest utilisation first (0: all)")
     r.add_argument("--bucket-h", type=float, default=1.0, help="heat-map time bucket in hours (grows for long windows)")
     r.add_argument("--what-if", action="store_true",

@@ -14,8 +14,8 @@ import numpy as np
 from placement.usage.analysis import Analysis
 from placement.usage.render import when_utc
 
-MISSING_MATPLOTLIB = ("Plots skipped: matplotlib is not installed (pip install 'placement[report]' adds it); "
-                      "every figure above is in the tables.")
+MISSING_MATPLOTLIB = ("Plots skipped: matplotlib is not installed "
+                      "(pip install 'gpu-placement-planner[report]' adds it); every figure above is in the tables.")
 
 
 def plots(a: Analysis, folder: Path, per_node: int = 8) -> tuple[dict[str, str], str]:

@@ -126,7 +126,8 @@ def test_plots_are_skipped_plainly_without_matplotlib(analysis: report.Analysis,
     assert not (tmp_path / "plots").exists()
 
 
-@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="matplotlib (placement[report]) absent")
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None,
+                    reason="matplotlib (gpu-placement-planner[report]) absent")
 def test_plots_are_pngs_when_matplotlib_is_there(analysis: report.Analysis, tmp_path: Path) -> None:
     images, note = report.plots(analysis, tmp_path / "plots")
     nodes = sorted(g.name for g in analysis.nodes)  # every node of the metrics, n3 too (fewer than per_node)
