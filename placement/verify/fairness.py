@@ -11,8 +11,8 @@ at least 25), fills four segments of its entitlement E_T (breakpoints round(E_T�
 worth less per GPU: 1, ¾, ½, ¼ × weights.fairness. The entitlement (a weighted max-min share given
 demand, quotas and decayed usage) is read from the plan's team report (`teams[].entitlement`, four
 decimals) and not derived again; the verifier checks the utility, and that the teams in it hold what
-the plan says. A team the plan cannot change (no pending job of its own, none of its jobs preempted)
-has no term in the model. One unit per quantum filled.
+the plan says. Derived only where no team has running work, nothing is preempted and every pod takes
+whole GPUs (`simple_teams`): there a team that places nothing holds nothing. One unit per quantum filled.
 """
 
 from __future__ import annotations
@@ -69,6 +69,14 @@ def quantum(ctx: Context) -> int:
     return max(step, QUANTUM)
 
 
+def simple_teams(ctx: Context) -> bool:
+    """Is the request one whose team terms the verifier derives: no running job of a team, no preemption, only
+    whole-GPU pods? (Running holdings, evictions and the planner's device picks enter the team totals in ways
+    the verifier does not rebuild; elsewhere these terms are not checked.)"""
+    return (not any(rj.team for rj in ctx.request.cluster.running) and not ctx.plan.preemptions
+            and all(t.mig_profile is None and t.gpu_share is None for j in ctx.request.jobs for t in j.tasks))
+
+
 def segments(entitlement: float) -> list[int]:
     points = [round(entitlement * k / len(SLOPES)) for k in range(len(SLOPES) + 1)]
     return [b - a for a, b in zip(points, points[1:], strict=False)]
@@ -78,15 +86,14 @@ def check_fairness_term(ctx: Context) -> list[Expected] | None:
     weight = ctx.request.policy.weights.fairness
     if not ctx.request.teams or weight == 0:
         return [Expected.exact(0.0)]
-    if any(task.mig_profile == "auto" for job in ctx.request.jobs for task in job.tasks):
-        return None  # the quantum follows instances the verifier does not pick
+    if simple_teams(ctx) is False:
+        return None
     step = quantum(ctx)
     per_quantum = step / MILLI
     everywhere = Scope("cluster", set(ctx.nodes), {}, {}, {}, GPUS)
     _, after = team_gpus(ctx, everywhere)
     entitled = {t.team: t.entitlement for t in ctx.plan.teams}
-    movable = {job.team for job in ctx.request.jobs} | {
-        next((rj.team for rj in ctx.request.cluster.running if rj.job == p.job), None) for p in ctx.plan.preemptions}
+    movable = {r.job.team for r in ctx.resolved}  # with no running team work, a team placing nothing holds 0
     total, units = 0.0, 0
     for team in ctx.request.teams:
         if team.name not in movable or team.name not in entitled:

@@ -8,7 +8,8 @@ A node the plan breaks only with MIG instances or shared GPUs pays a smaller cha
 verifier does not derive (at most the weight: the
 compiler caps it at half of what the smallest such pod earns), once for its MIG pods and once for its
 shared ones, whole-GPU pods there or not: so the term may lie up to one weight per such node and kind
-below the whole-GPU count.
+below the whole-GPU count. A node with partitioned or shared GPUs may count as whole and free where the
+planner may make them whole again: up to two weights each, below.
 """
 
 from __future__ import annotations
@@ -45,5 +46,7 @@ def check_fragmentation_term(ctx: Context) -> list[Expected] | None:
              and r.task.mig_profile is None and r.task.gpu_share is None}
     partial = {(r.node.name, r.task.mig_profile is not None) for r in ctx.resolved if r.node.name in free
                and (r.task.mig_profile is not None or r.task.gpu_share is not None)}
+    devices = {r.node.name for r in ctx.resolved if r.node.mig or r.node.sharing} - whole - {n for n, _ in partial}
     value = -weight * len(whole)
-    return [Expected(value - weight * len(partial), value, len(whole) + len(partial))]
+    spread = weight * (len(partial) + 2 * len(devices))
+    return [Expected(value - spread, value, len(whole) + len(partial) + 2 * len(devices))]

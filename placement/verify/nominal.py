@@ -5,13 +5,14 @@ the request's order), each counted while the team, with its kept running work an
 far, stays within its nominal in every GPU scope the job touches (placement.verify.quota's scopes). A
 counted job earns its class's within-nominal bonus (placement.verify.priority) × weights.priority per
 GPU-equivalent it places, floored to the fair-share quantum (placement.verify.fairness) for jobs whose
-GPUs are not fixed (elastic, MIG, shares). One model unit per job and per quantum it counts.
+GPUs are not fixed (elastic, MIG, shares). One model unit per job and per quantum it counts. Derived only
+where placement.verify.fairness's `simple_teams` holds.
 """
 
 from __future__ import annotations
 
 from placement.verify.context import Context, Expected
-from placement.verify.fairness import MILLI, quantum
+from placement.verify.fairness import MILLI, quantum, simple_teams
 from placement.verify.priority import nominal_teams, tiers
 from placement.verify.quota import assigned_gpus, quota_scopes, team_gpus
 
@@ -23,7 +24,7 @@ def check_quota_term(ctx: Context) -> list[Expected] | None:
     found = tiers(ctx)
     if not holders or not weight:
         return [Expected.exact(0.0)]
-    if found is None or any(t.mig_profile == "auto" for j in ctx.request.jobs for t in j.tasks):
+    if found is None or not simple_teams(ctx):
         return None
     step = quantum(ctx)
     scopes = quota_scopes(ctx)

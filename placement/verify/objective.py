@@ -6,7 +6,9 @@ A checker returns the values the term may take (`Expected`: usually one value, w
 the model's integer coefficients leave, see `placement.verify.context.Expected`; more than one where
 the wire format leaves a planner's choice open, its module says which), or None where it does not
 derive the term for this request (its module says when). A term absent from the plan counts as 0,
-so a plan cannot hide a term by leaving it out. A name the registry does not know is rejected.
+so a plan cannot hide a term by leaving it out; a plan that reports no term at all (total 0, as a
+hand-written plan for another rule's sake) claims no score, and only the sum is checked. A name the
+registry does not know is rejected.
 
 Messages: ``objective: term '<name>' is <reported>, recomputed <value> (tolerance <t>)``.
 """
@@ -68,6 +70,8 @@ def check_objective(ctx: Context) -> list[str]:
         out.append(f"objective: total {obj.total!r} differs from the sum of its terms {terms!r}")
     out += [f"objective: term '{name}' is not one the planner reports ({', '.join(TERMS)})"
             for name in obj.terms if name not in TERMS]
+    if not obj.terms and obj.total == 0:
+        return out  # no score claimed
     for name, checker in TERMS.items():
         found = checker(ctx)
         if not found:

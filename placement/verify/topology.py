@@ -151,16 +151,25 @@ def topology_report(request: PlacementRequest, plan: Plan) -> dict[str, object]:
 # into and the levels with free domains, and the term must match one of those. One unit a domain.
 # `topology.spread`: a gang touching k domains of its `preferred` level (or, with multi-node NVLink domains
 # and no preference, of nvlink_domain at 0.3 of w) costs w × (k − m), m ≥ 1 the domains it needs at least,
-# a bound on the planner's pod slots: so between −w × (k − 1) and 0. `topology.bandwidth` is computed by
-# decode from the in-node GPU graphs (placement.topology) and not derived here.
+# a bound on the planner's pod slots: so between −1.3 × w × (k − 1) and 0 (both may apply).
+# `topology.bandwidth` is computed by decode from the in-node GPU graphs (placement.topology) and not derived here.
 
 IMPLICIT_NVLINK = 0.3
+
+
+def _labelled(ctx: Context) -> bool:
+    """Does every node name its domain at every level? Elsewhere the planner's domains (placement.topology)
+    may group what the verifier keeps apart, and neither term is derived."""
+    levels = ctx.request.cluster.topology_levels
+    return bool(levels) and all(_node_label(n, level) is not None for n in ctx.nodes.values() for level in levels)
 
 
 def check_keep_whole_term(ctx: Context) -> list[Expected] | None:
     weight = ctx.request.policy.weights.topology
     if weight == 0:
         return [Expected.exact(0.0)]
+    if not _labelled(ctx):
+        return None
     free = whole_free_nodes(ctx)
     domains = domains_of(ctx)
     whole = {r.node.name for r in ctx.resolved if r.task.gpus > 0 and r.task.mig_profile is None
@@ -189,13 +198,15 @@ def check_keep_whole_term(ctx: Context) -> list[Expected] | None:
 def check_spread_term(ctx: Context) -> list[Expected] | None:
     weight = ctx.request.policy.weights.topology
     levels = ctx.request.cluster.topology_levels
+    if not _labelled(ctx):
+        return None
     domains = domains_of(ctx)
     low = 0.0
     units = 0
     for job, pods in ctx.job_nodes().items():
         spec = ctx.pending_jobs[job].topology
         level = spec.preferred if spec is not None and spec.preferred else "nvlink_domain"
-        w = weight if spec is not None and spec.preferred else weight * IMPLICIT_NVLINK
+        w = weight * (1.0 + IMPLICIT_NVLINK)  # a preference's term, and NVLink's beside it where both apply
         if level not in levels:
             continue
         touched = {domains[level].get(r.node.name) for r in pods}

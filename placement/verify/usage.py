@@ -62,8 +62,6 @@ def check_over_declared_term(ctx: Context) -> list[Expected] | None:
 
 
 def check_right_size_term(ctx: Context) -> list[Expected] | None:
-    """`usage.right_size`: 0 without a right-size offer; with one, not derived (the offered instances follow
-    the usage stage, placement.rightsize)."""
-    if any(job.right_size for job in ctx.request.jobs):
-        return None
-    return [Expected.exact(0.0)]
+    """`usage.right_size`: not derived (the offered instances and which jobs get an offer follow the usage
+    stage, placement.rightsize)."""
+    return None
