@@ -122,7 +122,7 @@ def test_what_already_stands_issues_nothing_and_what_moved_is_taken_back() -> No
                               Assignment(job="10", task="main", pod=0, node="n1", gpus=[5])])
     steps = {s.job: s.commands for s in plan_steps(snap, plan)}
     assert "7" not in steps  # released where the plan wants it: Slurm starts it, nothing to say
-    assert steps["8"][0] == ("scontrol", "hold", "8") and steps["8"][-1] == ("scontrol", "release", "8")
+    assert steps["8"][0] == ("scontrol", "uhold", "8") and steps["8"][-1] == ("scontrol", "release", "8")
     assert steps["9"] == [("scontrol", "update", "JobId=9", "Comment=x")]  # running: the stale note goes
     assert steps["10"] == [("scontrol", "release", "10")]  # updated before a crash, never released
 

@@ -36,6 +36,10 @@ from placement.slurm.syntax import MARK, STARTING, gres_items, with_note
 MAX_NOTE = 240
 #: Estimated starts further out than this are not written (see _when).
 HORIZON = timedelta(days=90)
+#: Taking a released job back is `scontrol uhold`, never `hold`: `hold` run by an admin (the placer runs as
+#: SlurmUser or root) leaves the job `JobHeldAdmin`, which the reader does not read, so the job would wait
+#: forever; `uhold` leaves it `JobHeldUser`, as job_submit.lua does (measured on 22.05.8).
+HOLD = "uhold"
 
 
 @dataclass
@@ -83,7 +87,7 @@ def start_step(f: JobFacts, nodes: dict[str, list[int]], pinnable: dict[str, boo
     if f.state == "released":
         if where_ok and tres_ok:
             return step
-        step.commands.append(("scontrol", "hold", f.id))
+        step.commands.append(("scontrol", HOLD, f.id))
     if not where_ok or f.state == "released" or f.restarts:  # a requeued job's begin time is 120 s ahead
         step.commands.append(("scontrol", "update", f"JobId={f.id}", f"NumNodes={len(names)}",
                               f"ReqNodeList={','.join(names)}", "StartTime=now"))
@@ -162,7 +166,7 @@ def _waiting(f: JobFacts, reason: str, constraint: str | None, start: str | None
     """A job the plan leaves waiting: held (again, if it was released) with the reason in its Comment."""
     step = Step(f.id)
     if f.state == "released":
-        step.commands.append(("scontrol", "hold", f.id))
+        step.commands.append(("scontrol", HOLD, f.id))
     comment = with_note(f.comment, note_for(reason, constraint, start))
     if comment != f.comment:
         step.commands.append(("scontrol", "update", f"JobId={f.id}", f"Comment={comment}"))
