@@ -299,10 +299,12 @@ targets (each bench's --help lists its options):
   teams            Helios quota shapes (data: --data DIR or PLACEMENT_DATA)
   cost             spot fleet pricing (data: --data DIR or PLACEMENT_DATA)
   scale            one plan() call per size in a fresh process: whole-call time, peak memory, their slope
-                   against nodes × jobs (--sizes 1024,4096 --time-limit 10)"""
+                   against nodes × jobs (--sizes 1024,4096 --time-limit 10)
+  slurm            an ITP slice replayed into a real Slurm (placement.slurm.lab): Slurm's own backfill
+                   against placement deciding, numbers from Slurm's job completion log"""
 
 
-NAMED_BENCHES = ("openb", "cycles", "topology", "teams", "mig", "cost", "scale")
+NAMED_BENCHES = ("openb", "cycles", "topology", "teams", "mig", "cost", "scale", "slurm")
 
 
 def cmd_bench(args: argparse.Namespace, rest: list[str]) -> int:
