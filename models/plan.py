@@ -167,6 +167,13 @@ class SolverStats(PlanModel):
         "model", description="one whole CP-SAT model, LNS windows over it, windows after the model found nothing, "
                              "or none: the bound proved the greedy plan good enough, or no time was left")
     note: str | None = Field(None, max_length=300, description="why the search was skipped, said plainly")
+    ended: Literal["optimal", "gap_limit", "trimmed_optimal", "time_limit", "stopped"] | None = Field(
+        None, description="why the search took the time it took: optimal (the plan is proven optimal against the "
+                          "bound), gap_limit (proven within policy.relative_gap_limit of the bound, so it ended "
+                          "early, or the greedy plan already was and no search ran), trimmed_optimal (the trimmed "
+                          "model was solved to optimality; the gap to the whole request's bound remains), "
+                          "time_limit (the search used the time it had, or none was left), stopped (the caller "
+                          "stopped it)")
     rounds: int = Field(1, ge=1, le=100, description="trimmed models solved one after another, each around the "
                                                      "last one's plan (big clusters, time to spare)")
     phases: dict[Phase, Annotated[float, JSON_NUMBER]] = Field(

@@ -41,12 +41,13 @@ MAX_ROUNDS = 4
 
 
 def _another_round(found: search.Found, budget: Budget, reserve: float, stop: threading.Event | None,
-                   rounds: int) -> bool:
+                   rounds: int, limit: float) -> bool:
     """Would another round of trimming and solving pay? Only after a trimmed model was solved to its own
-    optimum (more time on it finds nothing), with a gap left to the whole-problem bound, and 1.5 times
-    the time the rounds so far took each still left."""
+    optimum (more time on it finds nothing), with a gap left to the whole-problem bound beyond what
+    `policy.relative_gap_limit` accepts, and 1.5 times the time the rounds so far took each still left."""
     s = found.stats
-    return (not budget.deterministic and s.restricted and s.status == "OPTIMAL" and (s.gap or 0.0) > 1e-6
+    return (not budget.deterministic and s.restricted and s.status == "OPTIMAL"
+            and (s.gap or 0.0) > max(1e-6, limit)
             and not (stop is not None and stop.is_set()) and rounds < MAX_ROUNDS
             and budget.left() - reserve > 1.5 * (budget.used() - (s.first_plan_s or 0.0)) / rounds)
 
@@ -119,7 +120,7 @@ def _plan(req: PlacementRequest, log: Callable[[str], None] | None, stop: thread
                               idle)
     found = search.run(ctx, baseline, budget, log=log, stop=stop)
     rounds = 1
-    while _another_round(found, budget, reserve, stop, rounds):
+    while _another_round(found, budget, reserve, stop, rounds, req.policy.relative_gap_limit):
         # The trimmed model is solved and time is left: trim again around its plan (the repairs now aim
         # at what still waits) and solve again, as long as rounds pay.
         began = budget.used()

@@ -119,13 +119,15 @@ def _invalid(exc: ValidationError, what: str) -> int:
 
 
 def _parse(data: Any, what: str = "request") -> PlacementRequest:
-    """A validated request, or end the command with one line per problem (exit 2)."""
+    """A validated request, or end the command with one line per problem (exit 2).
+
+    Validates with the wire format alone, not through `placement.api`: that would load OR-Tools and the
+    whole planner (~0.5 s) for `verify`, which never solves."""
+    from placement_models import PlacementRequest
     from pydantic import ValidationError
 
-    from placement.api import parse
-
     try:
-        return parse(data)
+        return PlacementRequest.model_validate(data)
     except ValidationError as exc:
         raise SystemExit(_invalid(exc, what)) from None
 
@@ -179,6 +181,31 @@ def _num(x: float | None) -> str:
     return f"{x:,.3f}".rstrip("0").rstrip(".") if abs(x) >= 1e6 else f"{x:g}"
 
 
+def _ended(plan: Plan) -> str | None:
+    """Why the solve took what it took, in words: whether more time could have bought a better plan."""
+    s = plan.solver
+    searched = s.search != "none"
+    took = f" after {s.phases['search']:.2f}s of search" if searched and "search" in s.phases else ""
+    gap = ""
+    if s.bound is not None and s.objective is not None:  # s.gap is rounded to 1e-6: strict weights hide in it
+        below = max(0.0, s.bound - s.objective)
+        relative = below / max(1.0, abs(s.bound))
+        gap = f" ({_num(round(below, 3))} below the {s.bound_kind} bound, {relative:.2g} relative)"
+    texts = {
+        "optimal": f"search ended: the plan is proven optimal{took}" if searched else
+                   "search ended: none needed, the greedy plan is proven optimal",
+        "gap_limit": f"search ended early: the plan is proven within policy.relative_gap_limit{gap}{took}"
+                     if searched else "search ended: none needed, the greedy plan is proven within "
+                                      f"policy.relative_gap_limit{gap}",
+        "trimmed_optimal": f"search ended: the trimmed model is solved to optimality{took}; more time would not "
+                           f"improve it{gap}",
+        "time_limit": f"search ended: time limit{took}; not proven optimal{gap}, more time may find better"
+                      if searched else "search ended: no time was left for a search (see the note)",
+        "stopped": f"search ended: stopped by the caller{took}",
+    }
+    return texts.get(s.ended) if s.ended else None
+
+
 def summary(plan: Plan) -> str:
     """A few lines a person reads after a solve: what was placed, what waits, how good, how fast."""
     jobs = {a.job for a in plan.assignments}
@@ -200,6 +227,9 @@ def summary(plan: Plan) -> str:
         f"first plan {_num(s.first_plan_s)}s, build {_num(s.build_s)}s, total {_num(s.wall_s)}s, "
         f"workers {s.workers}, seed {s.seed}",
     ]
+    ended = _ended(plan)
+    if ended:
+        lines.append(ended)
     if s.phases:
         lines.append("phases: " + ", ".join(f"{k} {v:.2f}s" for k, v in s.phases.items()))
     if s.note:
@@ -384,7 +414,7 @@ def _at_least(least: int) -> Callable[[str], int]:
 #: Subcommands whose module parses its own arguments: name -> (module with main(argv), help line). A new
 #: such subcommand is one line here; its module is imported only when it runs, so help stays fast.
 DELEGATED: dict[str, tuple[str, str]] = {
-    "what-if": ("placement.whatif", "solve changed copies of a request and compare them side by side "
+    "what-if": ("placement.whatif_cli", "solve changed copies of a request and compare them side by side "
                 "('what-if REQUEST --scenario FILE ...'; what-if -h)"),
     "usage": ("placement.usage", "DCGM metrics: 'usage report METRICS ...', 'usage annotate REQ METRICS -o REQ2' "
               "(usage -h)"),

@@ -27,22 +27,18 @@ places (1 = every team served in the same proportion), until the teams module br
 
 from __future__ import annotations
 
-import argparse
 import copy
-import json
 import os
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from placement_models import NodeTemplate, PlacementRequest, Plan, format_errors
 from placement_models.request import Strict
 from pydantic import Field, ValidationError, model_validator
 
-from placement.executor import EXECUTOR_HELP, Executor, ExecutorError, make_executor, run_all
+from placement.executor import Executor, make_executor, run_all
 
 
 class ScenarioError(ValueError):
@@ -455,75 +451,3 @@ def render_diffs(result: WhatIf) -> str:
         if len(lines) and lines[-1] == f"{name} vs base:":
             lines.append("  same jobs placed on the same nodes")
     return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------------------------
-# The face: `placement what-if REQUEST --scenario FILE...`
-
-
-def add_arguments(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("request", help="request file (.json or .yaml)")
-    ap.add_argument("--scenario", "-s", nargs="+", required=True, metavar="FILE",
-                    help="scenario files (one scenario or a list each)")
-    ap.add_argument("--processes", type=int, help="parallel solves (default: one per core; with --executor ray "
-                    "and no address: the CPUs of the Ray runtime started here)")
-    ap.add_argument("--executor", default="local", help=EXECUTOR_HELP)
-    ap.add_argument("--time-limit", type=float, help="seconds per solve (overrides policy)")
-    ap.add_argument("--deterministic", action="store_true", help="reproducible solves (deterministic time)")
-    ap.add_argument("--json", metavar="OUT", help="also write rows, diffs and plans as JSON here")
-
-
-def with_options(data: Any, time_limit: float | None, deterministic: bool, workers: int | None = None) -> Any:
-    """A request document with the command line's policy options set (a malformed one is left to validation)."""
-    if isinstance(data, dict):
-        policy = data.setdefault("policy", {})
-        if isinstance(policy, dict):
-            if time_limit is not None:
-                policy["time_limit_s"] = time_limit
-            if deterministic:
-                policy["deterministic"] = True
-            if workers is not None:
-                policy["workers"] = workers
-    return data
-
-
-def run(args: argparse.Namespace) -> int:
-    from placement.io import load_document
-
-    try:
-        data = with_options(load_document(args.request), args.time_limit, args.deterministic)
-        request = PlacementRequest.model_validate(data)
-        scenarios = [s for path in args.scenario for s in load_scenarios(path)]
-        spec = getattr(args, "executor", None) or "local"
-        if spec == "local":
-            result = what_if(request, scenarios, args.processes)
-        else:
-            with make_executor(spec, args.processes, cpus_per_task=request.policy.workers) as executor:
-                result = what_if(request, scenarios, args.processes, executor)
-    except ValidationError as exc:
-        print("error: invalid request or scenario:", file=sys.stderr)
-        for line in format_errors(exc):
-            print(f"  {line}", file=sys.stderr)
-        return 2
-    except (ScenarioError, ExecutorError, FileNotFoundError, json.JSONDecodeError, yaml.YAMLError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except RuntimeError as exc:  # a solve failed twice: not the input's fault
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(result.table())
-    print()
-    print(render_diffs(result))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result.to_dict(), indent=1) + "\n")
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="placement what-if", description=__doc__.splitlines()[0])
-    add_arguments(ap)
-    return run(ap.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -24,7 +24,7 @@ from placement.sweep.grid import MAX_POINTS, GridError, Point, grid_from, load_g
 from placement.sweep.run import _solve_metrics, pareto, sweep
 from placement.sweep.trace import TraceError, TraceOptions, generated, load_trace, sim_cluster
 from placement.whatif import Scenario, apply
-from placement.whatif import main as what_if_main
+from placement.whatif_cli import main as what_if_main
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUEST = ROOT / "instances" / "whatif" / "request.json"

@@ -22,24 +22,53 @@ line; invalid objects exit 2 with one line per problem naming the object, the fi
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-from pydantic import ValidationError
+from placement.kube.formats import FORMATS
 
-from placement.kube.exporter import FORMATS, export, generic_origins
-from placement.kube.importer import Imported, ImportOptions, Origins, import_documents, import_objects, import_paths
-from placement.kube.objects import KubeError, KubeWarning
-from placement.kube.quantity import QuantityError, parse_quantity
+if TYPE_CHECKING:
+    from placement.kube.exporter import export, generic_origins
+    from placement.kube.importer import (
+        Imported,
+        ImportOptions,
+        Origins,
+        import_documents,
+        import_objects,
+        import_paths,
+    )
+    from placement.kube.objects import KubeError, KubeWarning
+    from placement.kube.quantity import QuantityError, parse_quantity
 
 __all__ = ["FORMATS", "ImportOptions", "Imported", "KubeError", "KubeWarning", "Origins", "QuantityError", "export",
            "generic_origins", "import_documents", "import_objects", "import_paths", "main", "parse_quantity"]
 
+#: The library's names, each loaded from its module on first use: `placement kube --help` (and
+#: `kubectl placement --help`) then need neither pydantic nor numpy, and answer at once.
+_LAZY = {
+    "export": "exporter", "generic_origins": "exporter",
+    "Imported": "importer", "ImportOptions": "importer", "Origins": "importer", "import_documents": "importer",
+    "import_objects": "importer", "import_paths": "importer",
+    "KubeError": "objects", "KubeWarning": "objects",
+    "QuantityError": "quantity", "parse_quantity": "quantity",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"placement.kube.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 def _options(args: argparse.Namespace) -> ImportOptions:
+    from placement.kube.importer import ImportOptions
+
     prices: dict[str, float] = {}
     for item in args.price or []:
         pool, sep, value = item.partition("=")
@@ -67,6 +96,9 @@ def _fail(message: str) -> int:
 
 
 def _import(paths: list[str], options: ImportOptions) -> Imported:
+    from placement.kube.importer import import_paths
+    from placement.kube.objects import KubeError
+
     try:
         imported = import_paths(paths, options)
     except KubeError as exc:
@@ -80,6 +112,8 @@ def _import(paths: list[str], options: ImportOptions) -> Imported:
 
 
 def _write(document: Any, output: str | None) -> None:
+    import yaml
+
     if isinstance(document, str):
         text = document
     elif output and Path(output).suffix.lower() in (".yaml", ".yml"):
@@ -103,6 +137,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from placement.api import plan
+    from placement.kube.exporter import export
 
     imported = _import(args.paths, _options(args))
     result = plan(imported.request)
@@ -118,6 +153,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def _is_kube(path: str) -> bool:
     """Kubernetes objects (a folder, or documents with `kind`) rather than one v1 request."""
+    import yaml
+
     p = Path(path)
     if p.is_dir():
         return True
@@ -128,9 +165,12 @@ def _is_kube(path: str) -> bool:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    import yaml
     from placement_models import PlacementRequest, Plan, format_errors
+    from pydantic import ValidationError
 
     from placement.io import load_document
+    from placement.kube.exporter import export
 
     try:
         if _is_kube(args.request):

@@ -28,11 +28,11 @@ from typing import Any
 
 from placement_models import Assignment, PlacementRequest, Plan
 
+from placement.kube.formats import FORMATS
 from placement.kube.importer import JobOrigin, Origins, TaskOrigin
 from placement.kube.nodes import HOSTNAME
 from placement.kube.quantity import GIB, format_quantity
 
-FORMATS = ("bindings", "patches", "kueue", "table")
 ANNOTATION = "placement.dev"
 
 

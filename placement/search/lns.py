@@ -46,6 +46,8 @@ class LnsResult:
     steps: int
     improved: int
     wall_s: float
+    #: the windows ended because the plan came within `policy.relative_gap_limit` of the caller's bound
+    gap_stop: bool = False
 
 
 def node_groups(ctx: ModelContext) -> list[np.ndarray]:
@@ -60,8 +62,10 @@ def node_groups(ctx: ModelContext) -> list[np.ndarray]:
 
 def improve(ctx: ModelContext, start: Placement, policy: Policy, budget_s: float,
             read: Callable[[dict[int, int]], Placement], *, stop: threading.Event | None = None,
-            log: Callable[[str], None] | None = None) -> LnsResult:
-    """Run windows until the budget ends; return the best placement found (at worst `start`)."""
+            log: Callable[[str], None] | None = None, bound: float | None = None) -> LnsResult:
+    """Run windows until the budget ends, or until the plan is within `policy.relative_gap_limit` of `bound`
+    (a bound on every valid plan; checked between windows, on recomputed scores, so deterministic mode
+    stops at the same window every run); return the best placement found (at worst `start`)."""
     began = time.perf_counter()
     rng = np.random.default_rng(policy.seed)
     problem = ctx.problem
@@ -75,7 +79,12 @@ def improve(ctx: ModelContext, start: Placement, policy: Policy, budget_s: float
     steps = improved = 0
     # deterministic mode: a fixed number of steps, each bounded by deterministic time
     max_steps = max(1, int(budget_s / STEP_S)) if policy.deterministic else None
+    gap_stop = False
     while not (stop is not None and stop.is_set()):
+        if bound is not None and policy.relative_gap_limit > 0 and \
+                bound - score <= policy.relative_gap_limit * max(1.0, abs(bound)):
+            gap_stop = True
+            break
         left = budget_s - (time.perf_counter() - began)
         if max_steps is not None and steps >= max_steps:
             break
@@ -110,7 +119,7 @@ def improve(ctx: ModelContext, start: Placement, policy: Policy, budget_s: float
             improved += 1
             if log is not None:
                 log(f"lns step {steps}: {len(jobs)} jobs, {int(window.sum())} nodes -> objective {score:.3f}")
-    return LnsResult(current, score, steps, improved, time.perf_counter() - began)
+    return LnsResult(current, score, steps, improved, time.perf_counter() - began, gap_stop)
 
 
 def _score(ctx: ModelContext, values: dict[int, int]) -> float:

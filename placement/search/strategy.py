@@ -92,7 +92,8 @@ def run(ctx: ModelContext, baseline: Placement, budget: Budget, *,
                 f"the greedy plan: {budget.used():.2f} s of the {policy.time_limit_s:g} s limit were gone before "
                 "the search, and decode and verify need the rest")
     else:
-        result, chosen, winner, search = _search(ctx, policy, baseline, baseline_score, budget, log=log, stop=stop)
+        result, chosen, winner, search = _search(ctx, policy, baseline, baseline_score, budget, log=log, stop=stop,
+                                                 bound=None if relaxed is None else relaxed.value)
         note = None
     budget.lap("search")
     values = baseline_values if chosen is baseline else ctx.assignment_of(chosen)
@@ -109,10 +110,14 @@ def run(ctx: ModelContext, baseline: Placement, budget: Budget, *,
     best_bound, bound_kind = min(bounds) if bounds else (None, "none")
     gap = None if best_bound is None else max(0.0, best_bound - score) / max(1.0, abs(best_bound))
     status = _STATUS.get(result.status, "feasible" if result.status in ("LNS", "SKIPPED") else "no_solution_in_time")
-    if restricted and status == "optimal":
-        status = "feasible"  # optimal among the kept candidate nodes only (placement.candidates)
+    cpsat_gap = _cpsat_gap(result)
+    if restricted and status == "optimal" or status == "optimal" and cpsat_gap > 1e-9:
+        # optimal among the kept candidate nodes only (placement.candidates), or CP-SAT's OPTIMAL for a
+        # search its own relative_gap_limit ended: proven within the limit, not optimal
+        status = "feasible"
     if status == "feasible" and gap is not None and gap <= 1e-9:
         status = "optimal"  # proven against a bound for the whole problem
+    ended = _ended(result, gap, cpsat_gap, policy, proven, restricted, stop)
     stats = SolverStats(
         status=result.status, objective=round(score, 6),
         bound=None if best_bound is None else round(best_bound, 6), bound_kind=bound_kind,
@@ -122,9 +127,33 @@ def run(ctx: ModelContext, baseline: Placement, budget: Budget, *,
         variables=len(ctx.model.proto.variables), constraints=len(ctx.model.proto.constraints),
         workers=policy.workers, seed=policy.seed, mode=result.mode,
         winner="solver" if score > greedy_score + 1e-9 else winner,
-        baseline_objective=round(greedy_score, 6), search=search, restricted=restricted, note=note,
+        baseline_objective=round(greedy_score, 6), search=search, restricted=restricted, note=note, ended=ended,
     )
     return Found(chosen, terms, status, stats)
+
+
+def _cpsat_gap(result: solve.SolveResult) -> float:
+    """CP-SAT's own relative gap at the end of a whole-model solve (0 without its numbers)."""
+    if result.status != "OPTIMAL" or result.objective is None or result.bound is None:
+        return 0.0
+    return max(0.0, result.bound - result.objective) / max(1.0, abs(result.bound))
+
+
+def _ended(result: solve.SolveResult, gap: float | None, cpsat_gap: float, policy: Policy, proven: bool,
+           restricted: bool, stop: threading.Event | None) -> str:
+    """Why the search took the time it took (`SolverStats.ended`): a caller who sees a 10 s solve should
+    know whether more time could have helped (time_limit) or not (optimal, gap_limit)."""
+    if gap is not None and gap <= 1e-9 or result.status == "OPTIMAL" and not restricted and cpsat_gap <= 1e-9:
+        return "optimal"
+    if stop is not None and stop.is_set():
+        return "stopped"
+    limit = policy.relative_gap_limit
+    if proven or result.gap_stop or result.status == "OPTIMAL" and not restricted or \
+            limit > 0 and gap is not None and gap <= limit:
+        return "gap_limit"
+    if result.status == "OPTIMAL":
+        return "trimmed_optimal"
+    return "time_limit"
 
 
 def _trades_down(ctx: ModelContext, chosen: Placement, chosen_values: dict[int, int], baseline: Placement,
@@ -169,9 +198,10 @@ def _score(ctx: ModelContext, values: dict[int, int]) -> float:
 
 
 def _search(ctx: ModelContext, policy: Policy, baseline: Placement, baseline_score: float, budget: Budget,
-            *, log: Callable[[str], None] | None, stop: threading.Event | None
+            *, log: Callable[[str], None] | None, stop: threading.Event | None, bound: float | None
             ) -> tuple[solve.SolveResult, Placement, str, str]:
-    """(result, chosen plan, winner, search kind): see the module docstring."""
+    """(result, chosen plan, winner, search kind): see the module docstring. `bound` (the class relaxation's,
+    when computed) lets the search end once its plan is within `policy.relative_gap_limit` of it."""
     n_vars = len(ctx.model.proto.variables)
     mode = "deterministic" if policy.deterministic else "wall-clock"
 
@@ -183,14 +213,14 @@ def _search(ctx: ModelContext, policy: Policy, baseline: Placement, baseline_sco
 
     def windows(share: float) -> tuple[solve.SolveResult, Placement, str]:
         found = lns.improve(ctx, baseline, policy, remaining(share), lambda v: placement_from(ctx, v),
-                            stop=stop, log=log)
-        result = solve.SolveResult("LNS", None, found.score, None, found.wall_s, mode)
+                            stop=stop, log=log, bound=bound)
+        result = solve.SolveResult("LNS", None, found.score, None, found.wall_s, mode, gap_stop=found.gap_stop)
         return result, found.placement, "solver" if found.improved else "baseline"
 
     if n_vars > lns.LNS_ABOVE:
         return (*windows(1.0), "windows")
     share = 1.0 if n_vars <= lns.WHOLE_MODEL_SURE else lns.WHOLE_MODEL_SHARE
-    result = solve.run(ctx, policy, remaining(share), share=share, log=log, stop=stop)
+    result = solve.run(ctx, policy, remaining(share), share=share, log=log, stop=stop, bound=bound)
     if result.values is None:
         if share < 1.0 and not (stop is not None and stop.is_set()):
             return (*windows(1.0 - share), "model+windows")

@@ -76,7 +76,7 @@ def _base(args: argparse.Namespace) -> dict[str, Any]:
     from placement_models import PlacementRequest
 
     from placement.io import load_document
-    from placement.whatif import with_options
+    from placement.whatif_cli import with_options
 
     data = with_options(load_document(args.request), args.time_limit, args.deterministic, args.solver_workers)
     return PlacementRequest.model_validate(data).model_dump(mode="json")

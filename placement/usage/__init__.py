@@ -19,10 +19,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-from placement_models import format_errors
-from pydantic import ValidationError
-
 EXIT_BAD_INPUT = 2
 
 
@@ -68,6 +64,11 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+    # Only after parsing: `usage --help` and argument errors come back without loading pydantic (~0.2 s).
+    import yaml
+    from placement_models import format_errors
+    from pydantic import ValidationError
+
     from placement.usage.metrics import MetricsError
 
     try:
@@ -179,6 +180,8 @@ def _what_if(request: Any, analysis: Any) -> list[Any]:
 
 
 def _annotate(args: argparse.Namespace) -> int:
+    import yaml
+
     from placement.usage.annotate import annotate
 
     data, request = _load_request(args.request)
