@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from placement.helptext import DefaultsFormatter
+
 if TYPE_CHECKING:
     from placement_models import PlacementRequest, Plan
     from pydantic import ValidationError
@@ -159,14 +161,22 @@ def _known_models(request: PlacementRequest) -> None:
         raise SystemExit(_invalid(exc, "request")) from None
 
 
-def _warn_gpuless(request: PlacementRequest) -> None:
-    """A node that names a GPU model but not `gpus` has 0 GPUs (the wire format's default): almost always a
-    missing field, so say so rather than plan around it silently."""
-    nodes = [n.name for n in request.cluster.nodes if n.gpu_model is not None and "gpus" not in n.model_fields_set]
-    if nodes:
-        shown = ", ".join(nodes[:5]) + (f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
-        print(f"warning: {_count(len(nodes), 'node')} with a gpu_model but no gpus field, so 0 GPUs: {shown}",
-              file=sys.stderr)
+def _require_gpus(request: PlacementRequest) -> None:
+    """A node that names a GPU model but not `gpus` would have 0 GPUs (the wire format's default): almost always
+    a missing field, and planning around it only shows up later as one "GPU index out of range" per pod the
+    node runs. So it is bad input, named by its field; `gpus: 0` says a node has no GPUs on purpose."""
+    from placement_models import ErrorList
+    from pydantic import ValidationError
+
+    errors = ErrorList("PlacementRequest")
+    for i, n in enumerate(request.cluster.nodes):
+        if n.gpu_model is not None and "gpus" not in n.model_fields_set:
+            errors.add(("cluster", "nodes", i, "gpus"), f"node {n.name} names gpu_model '{n.gpu_model}' but not how "
+                       "many GPUs it has (write gpus: 0 for a node without GPUs)", None)
+    try:
+        errors.raise_if_any()
+    except ValidationError as exc:
+        raise SystemExit(_invalid(exc, "request")) from None
 
 
 def _count(n: int, noun: str, plural: str | None = None) -> str:
@@ -263,7 +273,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
             if args.deterministic:
                 policy["deterministic"] = True
     request = _parse(data)
-    _warn_gpuless(request)
+    _require_gpus(request)
     try:
         log = (lambda line: print(line, file=sys.stderr)) if args.verbose else None
         result = plan(request, log=log)
@@ -284,7 +294,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return _fail("only one of the request and the plan can come from standard input ('-')")
     request = _parse(_load(args.request, "request"))
     _known_models(request)
-    _warn_gpuless(request)
+    _require_gpus(request)
     try:
         plan = Plan.model_validate(_load(args.plan, "plan"))
     except ValidationError as exc:
@@ -365,7 +375,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         return _fail("export writes a file: give -o a file name (standard output is not supported)")
     _check_output(args.output, "model")
     request = _parse(_load(args.request, "request"))
-    _warn_gpuless(request)
+    _require_gpus(request)
     from pydantic import ValidationError
 
     try:
@@ -429,33 +439,38 @@ DELEGATED: dict[str, tuple[str, str]] = {
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="placement", description="Constraint-solver placement for GPU clusters.")
     sub = ap.add_subparsers(dest="command", required=True)
+    fmt = {"formatter_class": DefaultsFormatter}
 
-    s = sub.add_parser("solve", help="plan a request; the plan goes to stdout or -o, a summary to stderr")
+    s = sub.add_parser("solve", help="plan a request; the plan goes to stdout or -o, a summary to stderr", **fmt)
     s.add_argument("request", help="request file (.json, .yaml, .json.gz; '-': standard input)")
-    s.add_argument("-o", "--output", help="write the plan here instead of stdout")
-    s.add_argument("--time-limit", type=float, help="seconds for the whole solve (overrides policy)")
-    s.add_argument("--workers", type=int, help="CP-SAT workers (overrides policy)")
-    s.add_argument("--seed", type=int, help="CP-SAT random seed (overrides policy)")
-    s.add_argument("--deterministic", action="store_true", help="reproducible mode (deterministic time)")
-    s.add_argument("-v", "--verbose", action="store_true", help="CP-SAT progress on stderr")
+    s.add_argument("-o", "--output", help="write the plan here (default: standard output)")
+    s.add_argument("--time-limit", type=float, help="seconds for the whole solve (default: the request's "
+                   "policy.time_limit_s, 10)")
+    s.add_argument("--workers", type=int, help="CP-SAT workers (default: the request's policy.workers, 2)")
+    s.add_argument("--seed", type=int, help="CP-SAT random seed (default: the request's policy.seed, 0)")
+    s.add_argument("--deterministic", action="store_true", help="reproducible mode (deterministic time); "
+                   "default: the request's policy.deterministic, off")
+    s.add_argument("-v", "--verbose", action="store_true", help="CP-SAT progress on stderr (default: off)")
 
-    v = sub.add_parser("verify", help="check a plan against a request: exit 0 valid, 1 violations, 2 bad input")
+    v = sub.add_parser("verify", help="check a plan against a request: exit 0 valid, 1 violations, 2 bad input",
+                       **fmt)
     v.add_argument("request", help="request file ('-': standard input)")
     v.add_argument("plan", help="plan file ('-': standard input)")
 
-    g = sub.add_parser("generate", help="a seeded, realistic request (ITP gang sizes, fragmented nodes)")
-    g.add_argument("--nodes", type=_at_least(1), required=True)
-    g.add_argument("--jobs", type=_at_least(0), required=True)
-    g.add_argument("--seed", type=int, default=1)
-    g.add_argument("-o", "--output", help="write the request here instead of stdout")
+    g = sub.add_parser("generate", help="a seeded, realistic request (ITP gang sizes, fragmented nodes)", **fmt)
+    g.add_argument("--nodes", type=_at_least(1), required=True, help="nodes in the cluster (required)")
+    g.add_argument("--jobs", type=_at_least(0), required=True, help="pending jobs (required)")
+    g.add_argument("--seed", type=int, default=1, help="random seed: the same seed, the same request")
+    g.add_argument("-o", "--output", help="write the request here (default: standard output)")
 
     e = sub.add_parser("export", help="write a request's model (as plan() builds it): CP-SAT pb/pbtxt, or MPS/LP "
-                                      "for other solvers")
+                                      "for other solvers", **fmt)
     e.add_argument("request", help="request file (.json, .yaml, .json.gz; '-': standard input)")
     e.add_argument("--format", choices=("pb", "pbtxt", "mps", "lp"), default=None,
                    help="default: from -o's suffix (.pbtxt/.txt: CP-SAT text, .mps, .lp, else CP-SAT binary)")
     e.add_argument("-o", "--output", required=True, help="model file to write")
-    e.add_argument("--no-hint", action="store_true", help="leave out the greedy plan's solution hint")
+    e.add_argument("--no-hint", action="store_true", help="leave out the greedy plan's solution hint (default: "
+                   "the hint is written)")
 
     b = sub.add_parser("bench", help="benchmarks: 'bench DIR|FILE|generated ...' or 'bench openb ...'",
                        add_help=False)
@@ -464,9 +479,9 @@ def parser() -> argparse.ArgumentParser:
     for name, (_module, text) in DELEGATED.items():
         sub.add_parser(name, add_help=False, help=text)
 
-    sv = sub.add_parser("serve", help="the HTTP service (needs the 'service' extra)")
-    sv.add_argument("--host", default="127.0.0.1")
-    sv.add_argument("--port", type=int, default=8000)
+    sv = sub.add_parser("serve", help="the HTTP service (needs the 'service' extra)", **fmt)
+    sv.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
+    sv.add_argument("--port", type=int, default=8000, help="TCP port to listen on")
     sv.add_argument("--workers", type=_at_least(1), default=1,
                     help="server processes, each with its own solver pool (PLACEMENT_MAX_CONCURRENT_SOLVES)")
     return ap

@@ -75,6 +75,8 @@ def parse_document(raw: bytes, suffix: str | None = None, *, max_bytes: int | No
         raw = _gunzip(raw, max_bytes)
         suffix = suffix[: -len(".gz")]
     text = _decode(raw)
+    if not text.strip():  # one message for an empty file, whatever its suffix says it should hold
+        raise DocumentError(EMPTY)
     if suffix in _YAML_SUFFIXES:
         return _yaml(text, max_depth)
     try:
@@ -208,6 +210,19 @@ def _json_position(exc: ValueError) -> tuple[int, int]:
     return 0, 0
 
 
+#: What an empty document (no characters but white space, or YAML comments only) is told, JSON or YAML alike.
+EMPTY = "the document is empty: expected a mapping of fields (JSON or YAML)"
+
+
+def _tab(text: str, line: int, column: int) -> str:
+    """A hint when a YAML error sits on a tab: YAML indents with spaces only, and libyaml's own words for it
+    ("found character that cannot start any token") never say so."""
+    lines = text.splitlines()
+    if 0 <= line < len(lines) and "\t" in lines[line][: column + 1]:
+        return f"; line {line + 1} has a tab: YAML indents with spaces only"
+    return ""
+
+
 def _yaml(text: str, max_depth: int) -> Any:
     """YAML in two passes over libyaml: the event stream (cheap, flat) is checked for aliases,
     anchors and depth before any node is built, then the document is loaded."""
@@ -224,19 +239,23 @@ def _yaml(text: str, max_depth: int) -> Any:
                     raise _too_deep(max_depth)
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
-        return yaml.load(text, Loader=_YamlLoader)  # noqa: S506 - a SafeLoader; one document, like safe_load
+        data = yaml.load(text, Loader=_YamlLoader)  # noqa: S506 - a SafeLoader; one document, like safe_load
     except DocumentError:
         raise
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
-        raise DocumentError(f"invalid YAML: {_one_line(exc)}", *where) from None
+        hint = _tab(text, mark.line, mark.column) if mark is not None else ""
+        raise DocumentError(f"invalid YAML: {_one_line(exc)}{hint}", *where) from None
     except yaml.YAMLError as exc:
         raise DocumentError(f"invalid YAML: {_one_line(exc)}") from None
     except RecursionError:
         raise _too_deep(max_depth) from None
     except (ValueError, TypeError, OverflowError) as exc:  # e.g. an integer over Python's 4,300-digit limit
         raise DocumentError(f"invalid YAML value: {_number_message(exc)}") from None
+    if data is None:  # comments only
+        raise DocumentError(EMPTY)
+    return data
 
 
 def _one_line(exc: Exception) -> str:

@@ -163,7 +163,9 @@ def _hostile(tmp: Path) -> dict[str, tuple[Path, str]]:
         "deep-yaml": (b"a: " + b"[" * 1000 + b"]" * 1000, ".yaml", "nest"),
         "yaml-aliases": (b"a: &x [1, 2]\nb: [*x, *x]\n", ".yaml", "aliases"),
         "binary": (bytes(range(256)) * 4, ".json", "UTF-8"),
-        "empty": (b"", ".json", "invalid JSON"),
+        "empty": (b"", ".json", "the document is empty"),
+        "empty-yaml": (b"# only a comment\n", ".yaml", "the document is empty"),
+        "yaml-tab": (b"cluster:\n\tnodes: []\n", ".yaml", "line 2 has a tab"),
         "bad-gzip": (b"\x1f\x8b\x08\x00junk", ".json.gz", "gzip"),
         "not-gzip": (req.encode(), ".json.gz", "gzip"),
         "huge-number": (b'{"jobs": [' + b"9" * 5000 + b"]}", ".json", "4,300 digits"),
@@ -180,7 +182,7 @@ def _hostile(tmp: Path) -> dict[str, tuple[Path, str]]:
 
 
 HOSTILE = ["latin-1", "broken-utf-16", "deep-json", "deep-in-request", "deep-yaml", "yaml-aliases", "binary",
-           "empty", "bad-gzip", "not-gzip", "huge-number", "folder"]
+           "empty", "empty-yaml", "yaml-tab", "bad-gzip", "not-gzip", "huge-number", "folder"]
 
 
 @pytest.mark.parametrize("name", HOSTILE)
@@ -391,14 +393,23 @@ def test_library_verify_takes_dicts_like_plan() -> None:
         placement.verify({"cluster": "none"}, result)
 
 
-def test_a_node_without_gpus_is_warned_about(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("command", ["solve", "verify", "export"])
+def test_a_node_without_gpus_is_an_error_naming_the_field(command: str, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
     data = _small_request()
     del data["cluster"]["nodes"][1]["gpus"]
     req = tmp_path / "req.json"
     req.write_text(json.dumps(data))
-    assert main(["solve", str(req)]) == 0
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps({"status": "feasible"}))
+    argv = {"solve": [str(req)], "verify": [str(req), str(plan_file)], "export": [str(req), "-o",
+                                                                                   str(tmp_path / "m.pb")]}
+    assert main([command, *argv[command]]) == 2
     err = capsys.readouterr().err
-    assert "warning: 1 node with a gpu_model but no gpus field, so 0 GPUs: n1" in err
+    assert "cluster.nodes[1].gpus: node n1 names gpu_model" in err and "out of range" not in err
+    data["cluster"]["nodes"][1]["gpus"] = 0  # said on purpose: a node without GPUs
+    req.write_text(json.dumps(data))
+    assert main(["solve", str(req)]) == 0
 
 
 # ------------------------------------------------------------------------------------------------

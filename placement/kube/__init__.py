@@ -28,7 +28,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from placement.kube.formats import FORMATS
+from placement.helptext import DefaultsFormatter
+from placement.kube.formats import DESCRIPTIONS, FORMATS
 
 if TYPE_CHECKING:
     from placement.kube.exporter import export, generic_origins
@@ -90,6 +91,11 @@ def _options(args: argparse.Namespace) -> ImportOptions:
     return options
 
 
+def _count(n: int, noun: str) -> str:
+    """'1 node', '2 nodes': the summary is read by people."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def _fail(message: str) -> int:
     print(f"error: {message}", file=sys.stderr)
     return 2
@@ -130,8 +136,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     imported = _import(args.paths, _options(args))
     _write(imported.request.model_dump(mode="json", exclude_defaults=True), args.output)
     r = imported.request
-    print(f"imported {len(r.cluster.nodes)} nodes, {len(r.cluster.running)} running jobs, {len(r.jobs)} pending "
-          f"jobs, {len(r.teams)} teams; {len(imported.warnings)} warnings", file=sys.stderr)
+    print(f"imported {_count(len(r.cluster.nodes), 'node')}, {_count(len(r.cluster.running), 'running job')}, "
+          f"{_count(len(r.jobs), 'pending job')}, {_count(len(r.teams), 'team')}; "
+          f"{_count(len(imported.warnings), 'warning')}", file=sys.stderr)
     return 0
 
 
@@ -200,43 +207,54 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def _import_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rack-label", help="node label whose value is the node's rack (e.g. a topograph label)")
-    p.add_argument("--block-label", help="node label whose value is the node's block (e.g. a network spine)")
+    p.add_argument("--rack-label", help="node label whose value is the node's rack, e.g. a topograph label "
+                   "(default: none, racks unknown)")
+    p.add_argument("--block-label", help="node label whose value is the node's block, e.g. a network spine "
+                   "(default: none, blocks unknown)")
     p.add_argument("--pool-label", action="append", help="node label naming the node's pool (repeatable; default: "
                    "Karpenter, GKE, EKS and AKS node-group labels)")
-    p.add_argument("--price", action="append", metavar="POOL=PRICE", help="price per GPU-hour of a pool (repeatable)")
-    p.add_argument("--ignore-unknown", action="store_true", help="skip objects of unknown kinds with a warning")
+    p.add_argument("--price", action="append", metavar="POOL=PRICE", help="price per GPU-hour of a pool "
+                   "(repeatable; default: no prices)")
+    p.add_argument("--ignore-unknown", action="store_true", help="skip objects of unknown kinds with a warning "
+                   "(default: they are an error)")
 
 
-def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="placement kube", description="Kubernetes objects in, bindings out.")
+def parser(prog: str = "placement kube") -> argparse.ArgumentParser:
+    """The commands' parser; `prog` is how the user called them (`kubectl placement` through the plugin), so
+    usage lines and errors name the command the user typed."""
+    fmt = {"formatter_class": DefaultsFormatter}
+    paths = "YAML/JSON files or folders of Kubernetes objects ('-': standard input" + (
+        "; kubectl's -f/--filename PATH names them too, and with none, standard input is read)"
+        if prog.startswith("kubectl") else ")")
+    formats = "; ".join(f"{name}: {text}" for name, text in DESCRIPTIONS.items())
+    ap = argparse.ArgumentParser(prog=prog, description="Kubernetes objects in, bindings out.")
     sub = ap.add_subparsers(dest="action", required=True)
-    i = sub.add_parser("import", help="Kubernetes objects -> a v1 request (stdout or -o)")
-    i.add_argument("paths", nargs="+", help="YAML/JSON files or folders of Kubernetes objects")
-    i.add_argument("-o", "--output", help="write the request here (.json, or .yaml)")
+    i = sub.add_parser("import", help="Kubernetes objects -> a v1 request (stdout or -o)", **fmt)
+    i.add_argument("paths", nargs="+", help=paths)
+    i.add_argument("-o", "--output", help="write the request here, .json or .yaml (default: standard output)")
     _import_arguments(i)
-    p = sub.add_parser("plan", help="import, plan, and export in one step")
-    p.add_argument("paths", nargs="+")
-    p.add_argument("--format", choices=FORMATS, default="table")
-    p.add_argument("-o", "--output", help="write the export here instead of stdout")
-    p.add_argument("--plan-out", help="also write the v1 plan here")
-    p.add_argument("--time-limit", type=float, help="seconds for the solve")
-    p.add_argument("--workers", type=int)
-    p.add_argument("--seed", type=int)
+    p = sub.add_parser("plan", help="import, plan, and export in one step", **fmt)
+    p.add_argument("paths", nargs="+", help=paths)
+    p.add_argument("--format", choices=FORMATS, default="table", help=f"what to write ({formats})")
+    p.add_argument("-o", "--output", help="write the export here (default: standard output)")
+    p.add_argument("--plan-out", help="also write the v1 plan here (default: not written)")
+    p.add_argument("--time-limit", type=float, help="seconds for the solve (default: policy.time_limit_s, 10)")
+    p.add_argument("--workers", type=int, help="CP-SAT workers (default: policy.workers, 2)")
+    p.add_argument("--seed", type=int, help="CP-SAT random seed (default: policy.seed, 0)")
     _import_arguments(p)
-    e = sub.add_parser("export", help="write a plan back as Kubernetes objects or a table")
+    e = sub.add_parser("export", help="write a plan back as Kubernetes objects or a table", **fmt)
     e.add_argument("request", help="the v1 request, or the Kubernetes objects it was imported from")
     e.add_argument("plan", help="the v1 plan")
-    e.add_argument("--format", choices=FORMATS, default="bindings")
-    e.add_argument("-o", "--output")
+    e.add_argument("--format", choices=FORMATS, default="bindings", help=f"what to write ({formats})")
+    e.add_argument("-o", "--output", help="write the export here (default: standard output)")
     _import_arguments(e)
     return ap
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "placement kube") -> int:
     handlers = {"import": cmd_import, "plan": cmd_plan, "export": cmd_export}
     try:
-        args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+        args = parser(prog).parse_args(sys.argv[1:] if argv is None else argv)
         return handlers[args.action](args)
     except SystemExit as exc:  # usage errors and bad input end with their message and a code, not a traceback
         return exc.code if isinstance(exc.code, int) else 2

@@ -245,7 +245,9 @@ def table(request: PlacementRequest, plan: Plan, origins: Origins, notes: list[s
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     placed = len({a.job for a in plan.assignments})
-    lines.insert(0, f"plan {plan.status}: {placed} jobs placed ({len(plan.assignments)} pods), "
+    pods = len(plan.assignments)
+    lines.insert(0, f"plan {plan.status}: {placed} job{'' if placed == 1 else 's'} placed "
+                 f"({pods} pod{'' if pods == 1 else 's'}), "
                  f"{len(plan.pending)} pending, {len(plan.preemptions)} preempted; objective "
                  f"{plan.objective.total:g}")
     lines += [f"pending   {p.job}: {p.reason}" for p in plan.pending]

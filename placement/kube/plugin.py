@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args:
         print(USAGE, end="")
         return 0
-    return kube_main(args)
+    return kube_main(args, prog="kubectl placement")  # usage and errors name the command the user typed
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ def test_import_writes_a_valid_request_and_reports_warnings(tmp_path: Path, caps
     assert {p.name: p.gpu_hour_price for p in request.cluster.pools}["h100"] == 4.0
     err = capsys.readouterr().err
     assert "warning: Job (batch.volcano.sh) research/llm-pretrain" in err
-    assert "imported 3 nodes, 2 running jobs, 1 pending jobs, 3 teams" in err
+    assert "imported 3 nodes, 2 running jobs, 1 pending job, 3 teams" in err
 
 
 def test_import_then_solve_then_export_from_the_v1_request(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -272,7 +272,7 @@ def test_invalid_requests_are_422_with_paths(client: TestClient, mutate: Callabl
         (b"cluster: [unclosed", "application/yaml", "yaml_invalid"),
         (b"a: &x [1]\nb: *x\n", "application/yaml", "yaml_invalid"),
         (b"[1, 2, 3]", "application/json", "model_type"),
-        (b"", "application/yaml", "model_type"),
+        (b"", "application/yaml", "yaml_invalid"),  # empty: one message, JSON or YAML
     ],
     ids=["truncated", "not-utf8", "deep", "yaml-syntax", "yaml-alias", "not-object", "empty-yaml"],
 )
