@@ -102,12 +102,12 @@ def test_the_placer_sees_the_request_in_trace_time() -> None:
 
 @pytest.mark.skipif(missing() is not None, reason=f"no real Slurm here: {missing()}")
 def test_a_tiny_replay_runs_both_ways_soundly(tmp_path) -> None:
-    jobs = [TraceJob(f"t{i}", 600.0 * i, 1200.0 + 600 * (i % 3), g) for i, g in enumerate([8, 4, 16, 2, 1, 8])]
+    jobs = [TraceJob(f"t{i}", 600.0 * i, 1200.0 + 600 * (i % 3), g) for i, g in enumerate([8, 4, 16, 2, 8])]
     subs = submissions(jobs, 1200.0)
     rows = [run_one(run, subs, root=tmp_path / run, nodes=2, speedup=1200.0, kills=1 if run == "placement" else 0,
-                    seed=3, interval_s=0.5, timeout_s=60) for run in ("backfill", "placement")]
+                    seed=3, interval_s=0.5, timeout_s=60, solve=(1.0, True)) for run in ("backfill", "placement")]
     for row in rows:
         assert row["finished"], row
-        assert row["completed_once"] == 6 and row["invalid_starts"] == 0 and row["gpu_twice"] == [], row
+        assert row["completed_once"] == 5 and row["invalid_starts"] == 0 and row["gpu_twice"] == [], row
     assert rows[1]["kills"] == 1
     assert "| placement |" in table(rows)

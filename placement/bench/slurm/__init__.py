@@ -19,6 +19,7 @@ import json
 import math
 import os
 import random
+import signal
 import sys
 import tempfile
 from dataclasses import asdict
@@ -34,30 +35,33 @@ SCHEDULER_PARAMETERS = "bf_interval=1,bf_resolution=1,sched_interval=1"
 RUNS = ("backfill", "placement")
 
 
-def _placer(lab: BenchLab, speedup: float, interval_s: float) -> Placer:
+def _placer(lab: BenchLab, speedup: float, interval_s: float, solve: tuple[float, bool] | None) -> Placer:
     env = {**lab.env, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     argv = [sys.executable, "-m", "placement.bench.slurm.placer", "--speedup", f"{speedup:g}",
             "--interval", f"{interval_s:g}"]
+    if solve is not None:
+        argv += ["--time-limit", f"{solve[0]:g}", *(["--wall-clock"] if solve[1] else [])]
     return Placer(argv, env, lab.root / "log" / "placer.log")
 
 
-def _cycle_seconds(log: Path) -> list[float]:
-    """How long each placer cycle took (its `end` lines)."""
+def _cycle_seconds(log: Path) -> tuple[list[float], list[float]]:
+    """How long each placer cycle took, and its plan call (its `end` lines)."""
     if not log.exists():
-        return []
-    out = []
+        return [], []
+    whole, plans = [], []
     for line in log.read_text(errors="replace").splitlines():
         parts = line.split()
         if len(parts) > 2 and parts[0] == "end" and parts[2].endswith("s"):
-            out.append(float(parts[2][:-1]))
-    return out
+            whole.append(float(parts[2][:-1]))
+            plans += [float(p[5:]) for p in parts[3:6] if p.startswith("plan=")]
+    return whole, plans
 
 
 def run_one(run: str, subs: list[Submission], *, root: Path, nodes: int, speedup: float, kills: int, seed: int,
-            interval_s: float, timeout_s: float) -> dict[str, Any]:
+            interval_s: float, timeout_s: float, solve: tuple[float, bool] | None = None) -> dict[str, Any]:
     """One replay in a fresh lab; its row of numbers, checks and settings."""
     lab = BenchLab(root, nodes=nodes, scheduler_parameters=SCHEDULER_PARAMETERS, hold=run == "placement")
-    placer = _placer(lab, speedup, interval_s) if run == "placement" else None
+    placer = _placer(lab, speedup, interval_s, solve) if run == "placement" else None
     arrivals = subs[-1].at_s if subs else 0.0
     kill_at = sorted(random.Random(seed).uniform(1.0, max(2.0, arrivals)) for _ in range(kills)) if placer else []
     load_before = os.getloadavg()
@@ -78,13 +82,14 @@ def run_one(run: str, subs: list[Submission], *, root: Path, nodes: int, speedup
         starts[jid] = parse_starts(out.read_text(errors="replace")) if out.exists() else []
     checks = check(asks, records, starts)
     row: dict[str, Any] = {"run": run, **metrics(asks, records, speedup, nodes * 8), **checks.as_dict()}
-    cycles = _cycle_seconds(lab.root / "log" / "placer.log")
+    cycles, plans = _cycle_seconds(lab.root / "log" / "placer.log")
     row.update({
         "finished": done.finished, "wall_s": done.wall_s, "submit_lag_max_s": max(done.lag_s, default=0.0),
         "kills": len(placer.kills) if placer else 0, "kills_mid_cycle": placer.mid_cycle if placer else 0,
         "placer_crashes": placer.crashes if placer else 0, "placer_cycles": len(cycles),
         "cycle_mean_s": sum(cycles) / len(cycles) if cycles else math.nan,
         "cycle_p95_s": sorted(cycles)[int(0.95 * (len(cycles) - 1))] if cycles else math.nan,
+        "plan_mean_s": sum(plans) / len(plans) if plans else math.nan,
         "load_before": [round(x, 2) for x in load_before], "load_after": [round(x, 2) for x in os.getloadavg()],
     })
     return row
@@ -134,6 +139,11 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--estimates", choices=ESTIMATES, default="limit",
                     help="limit: both see only the time limit (default); exact: placement also gets the runtime")
     ap.add_argument("--interval", type=float, default=1.0, help="seconds between placer cycles (default 1)")
+    ap.add_argument("--placer-time-limit", type=float, default=1.0,
+                    help="seconds each plan may take (default 1; 0: the reader's own, 5 deterministic units)")
+    ap.add_argument("--placer-deterministic", action="store_true",
+                    help="the time limit in CP-SAT's deterministic units, as the reader sets it "
+                         "(default: wall seconds)")
     ap.add_argument("--seed", type=int, default=1, help="seed of the kill moments")
     ap.add_argument("--timeout", type=float, default=None, help="wall seconds a run may take (default: from the trace)")
     ap.add_argument("--workdir", default=None, help="keep each run's lab (logs, completion log) here")
@@ -173,15 +183,20 @@ def main(argv: list[str] | None = None) -> int:
     work = sum(j.gpus * j.duration_s for j in jobs) / (8 * args.nodes)
     timeout = args.timeout or 3 * (max(j.submit_s for j in jobs) + work + max(j.duration_s for j in jobs)) \
         / args.speedup + 120
+    solve = None if args.placer_time_limit <= 0 else (args.placer_time_limit, not args.placer_deterministic)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the lab and the placer on the way out
     base = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="bench-slurm-"))
     rows = []
     for run in runs:
         rows.append(run_one(run, subs, root=base / run, nodes=args.nodes, speedup=args.speedup, kills=args.kills,
-                            seed=args.seed, interval_s=args.interval, timeout_s=timeout))
+                            seed=args.seed, interval_s=args.interval, timeout_s=timeout, solve=solve))
         print(table(rows[-1:]), file=sys.stderr)
     settings = {"trace": args.trace, "jobs": len(jobs), "nodes": args.nodes, "gpus_per_node": 8,
                 "speedup": args.speedup, "estimates": args.estimates, "scheduler_parameters": SCHEDULER_PARAMETERS,
-                "placer_interval_s": args.interval, "kills": args.kills, "seed": args.seed, "workdir": str(base),
+                "placer_interval_s": args.interval,
+                "placer_solve": "reader default (5 deterministic units)" if solve is None else
+                f"{solve[0]:g} {'wall' if solve[1] else 'deterministic'} s",
+                "kills": args.kills, "seed": args.seed, "workdir": str(base),
                 "cpus": os.cpu_count()}
     print(f"slurm bench: {args.trace}, {len(jobs)} jobs, {args.nodes} nodes x 8 GPUs, speedup {args.speedup:g}, "
           f"estimates {args.estimates}, SchedulerParameters={SCHEDULER_PARAMETERS}, placer every {args.interval:g} s")

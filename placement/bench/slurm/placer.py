@@ -11,7 +11,13 @@ a call carrying time is `completion`; no weights set) and applying are the produ
 (placement.slurm.read, placement.plan, placement.slurm.apply); what a cycle does in wall time
 (reading, the solve, the scontrol calls) is not scaled: that latency is part of what is measured.
 
-    python -m placement.bench.slurm.placer --speedup K [--interval S]   (SLURM_CONF from the environment)
+The reader's policy solves deterministically for 5 units of CP-SAT's deterministic time, so that a
+quiet cycle repeats its plan and issues no command. On a loaded 2-core host that took 7-15 s of wall
+clock per plan of 200 jobs (1-2.5 trace hours at speedup 600, with freed GPUs idle meanwhile), so the
+bench can ask for a wall-clock budget instead (`--time-limit 1 --wall-clock`); what it used is in
+its report.
+
+    python -m placement.bench.slurm.placer --speedup K [--interval S] [--time-limit S] [--wall-clock]
 
 Each cycle writes `begin` when it starts and its summary when it ends, so the bench can tell a kill
 that landed mid-cycle.
@@ -62,25 +68,35 @@ def shrink_starts(plan: Plan, now: datetime, k: float) -> Plan:
     return plan
 
 
-def cycle(slurm: Slurm, speedup: float, options: Options | None = None) -> Cycle:
-    """One read, plan, apply with the request in trace time; SlurmError as placement.slurm.loop.cycle."""
+def cycle(slurm: Slurm, speedup: float, options: Options | None = None,
+          took: dict[str, float] | None = None) -> Cycle:
+    """One read, plan, apply with the request in trace time; SlurmError as placement.slurm.loop.cycle.
+    `took` gets the seconds of each phase (read, plan, apply)."""
     from placement_models import format_errors
     from pydantic import ValidationError
 
     import placement
 
+    took = {} if took is None else took
+    t0 = time.monotonic()
     snap = read(slurm, options)
+    took["read"] = time.monotonic() - t0
     if not snap.request["cluster"]["nodes"]:
         if snap.request["jobs"]:
             raise SlurmError("no usable node in the partitions read (all down, drained or none listed)")
         return Cycle(snap, None, Outcome())
+    t1 = time.monotonic()
     try:
         plan = placement.plan(dilate(snap.request, speedup))
     except ValidationError as exc:
         raise SlurmError("the cluster as read is not a valid request: " + "; ".join(format_errors(exc))) from None
     now = datetime.fromisoformat(snap.request["policy"]["now"])
     plan = shrink_starts(plan, now, speedup)
-    return Cycle(snap, plan, run_steps(slurm, plan_steps(snap, plan)))
+    t2 = time.monotonic()
+    took["plan"] = t2 - t1
+    outcome = run_steps(slurm, plan_steps(snap, plan))
+    took["apply"] = time.monotonic() - t2
+    return Cycle(snap, plan, outcome)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,19 +105,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--speedup", type=float, required=True, help="how much faster than the trace the replay runs")
     ap.add_argument("--interval", type=float, default=1.0, help="seconds from one cycle's start to the next")
     ap.add_argument("--cycles", type=int, default=None, help="stop after this many cycles (default: never)")
+    ap.add_argument("--time-limit", type=float, default=None,
+                    help="policy.time_limit_s of each plan (default: the reader's, 5)")
+    ap.add_argument("--wall-clock", action="store_true",
+                    help="policy.deterministic false: the time limit in wall seconds (default: the reader's, "
+                         "deterministic)")
     args = ap.parse_args(argv)
+    policy: dict[str, Any] = {}
+    if args.time_limit is not None:
+        policy["time_limit_s"] = args.time_limit
+    if args.wall_clock:
+        policy["deterministic"] = False
+    options = Options(policy=policy)
     slurm = Slurm()
     done = 0
     while args.cycles is None or done < args.cycles:
         began = time.monotonic()
         print(f"begin {time.time():.3f}", file=sys.stderr, flush=True)
+        phases: dict[str, float] = {}
         try:
-            result = cycle(slurm, args.speedup)
+            result = cycle(slurm, args.speedup, options, phases)
             line = result.summary() if result.plan is not None or result.outcome.commands else "idle"
         except SlurmError as exc:
             line = f"error: {exc}"
         took = time.monotonic() - began
-        print(f"end {time.time():.3f} {took:.2f}s {line}", file=sys.stderr, flush=True)
+        split = " ".join(f"{k}={v:.2f}" for k, v in phases.items())
+        print(f"end {time.time():.3f} {took:.2f}s {split} {line}", file=sys.stderr, flush=True)
         done += 1
         time.sleep(max(0.0, args.interval - took))
     return 0
