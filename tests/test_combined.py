@@ -11,9 +11,9 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from placement_models import PlacementRequest, Plan, SolverStats
+from placement_models import PlacementRequest, Plan, SolverStats, presets
 
-from placement import candidates, devices, plan, pricing, rightsize, verify
+from placement import candidates, devices, plan, pricing, screen, verify
 from placement import compile as compiler
 from placement.baseline import greedy
 from placement.decode import decode
@@ -161,7 +161,7 @@ def requests(draw: st.DrawFn, share_on_demand: bool = False) -> dict[str, Any]:
 
 def greedy_plan(req: PlacementRequest) -> Plan:
     """The greedy floor alone, decoded as api.plan would return it had the solver found nothing."""
-    problem = rightsize.build_problem(req)
+    problem = screen.build_problem(presets.resolve(req))  # as api.plan builds it: preset spelled out, screened
     baseline = greedy(problem, pricing.held_back(req, problem.nodes, problem.free))
     ctx = compiler.build(problem, candidates.select(problem, baseline))
     values = ctx.assignment_of(baseline)

@@ -18,9 +18,9 @@ instance's memory slices over its GPU's, the smallest over the nodes its selecto
 
 **Which jobs the planner weighed.** It drops a job no plan could ever place before it weighs the
 classes (such a job changes nothing), and the plan lists it as pending with a reason about the job
-alone. Which pending jobs those are is the planner's call, so the weights are derived twice: over every
-job of the request, and without the pending jobs whose constraint says they cannot fit by themselves
-(`NEVER_FITS`); a term must match one of the two.
+alone. Which pending jobs those are is the planner's call, so the weights are derived for every subset of
+the pending jobs whose constraint says they cannot fit by themselves (`NEVER_FITS`) taken as dropped, up
+to `MAX_DROPPED` such jobs (beyond, the weights are not derived); a term must match one of them.
 
 Not derived here (the checker says nothing, and the terms that read the weights too): requests with a
 `right_size` job (the usage stage offers MIG twins the weights count), and MIG tasks whose profile is
@@ -36,6 +36,7 @@ cannot rebuild.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import combinations
 
 from placement_models import Job, Node, Task
 
@@ -47,6 +48,8 @@ from placement.verify.selectors import BLOCKING_EFFECTS, effective_labels
 CPU_POD_VALUE = 0.01
 TOP_WEIGHT = 10.0
 STRICT_CAP = 1e9
+#: The most pending jobs whose subsets are tried as the dropped ones (2^this job sets).
+MAX_DROPPED = 6
 #: Pending constraints that say a job cannot fit by itself: the ones a job the planner dropped gets.
 NEVER_FITS = ("filter", "gang_size", "mig", "sharing", "topology", "preemption")
 
@@ -107,10 +110,11 @@ def tiers(ctx: Context) -> list[Tiers] | None:
     request = ctx.request
     if any(job.right_size for job in request.jobs):
         return None
-    dropped = {p.job for p in ctx.plan.pending if p.constraint in NEVER_FITS}
-    sets = [tuple(request.jobs)]
-    if dropped & ctx.pending_jobs.keys():
-        sets.append(tuple(job for job in request.jobs if job.name not in dropped))
+    dropped = sorted({p.job for p in ctx.plan.pending if p.constraint in NEVER_FITS} & ctx.pending_jobs.keys())
+    if len(dropped) > MAX_DROPPED:
+        return None
+    sets = [tuple(job for job in request.jobs if job.name not in gone)
+            for k in range(len(dropped) + 1) for gone in map(set, combinations(dropped, k))]
     out = []
     for jobs in sets:
         found = _tiers(ctx, jobs)
