@@ -164,7 +164,8 @@ def check_cost(ctx: Context) -> list[str]:
 # billing (price × GPUs × min_billing_h), one unit a node. `cost.reclaim_risk`: −weight × per pod on a spot
 # node, the gang's expected lost hours there (reclaim rate λ, restart r, runtime t, checkpoints every i:
 # (t/i)·e^{λr}·(e^{λi} − 1)/λ − t, at most a century) × the pool's price × the gang's GPU-equivalents
-# (its whole GPUs, or its shares and instances if more). `deferral`: a deferrable job's pods earn −½ of
+# (its whole GPUs, or its shares and instances if more; their parts follow the planner's nodes, so between
+# the verifier's pod values and a whole GPU each). `deferral`: a deferrable job's pods earn −½ of
 # their priority value during peak, +5 % off peak. `cost.compute`: −weight × each pod's price × GPU-
 # equivalents × runtime above the cheapest existing node its task could use (capped), the full price for a
 # deferrable job in peak; which nodes the task could use follows the planner's capacity filter, so the
@@ -222,16 +223,20 @@ def check_reclaim_risk_term(ctx: Context) -> list[Expected] | None:
         return None
     pools = {p.name: p for p in ctx.request.cluster.pools}
     weight = ctx.request.policy.weights.cost
-    total = 0.0
+    low = high = 0.0
     for r in ctx.resolved:
         pool = pools.get(r.node.pool) if r.node.pool else None
         if pool is None or pool.capacity_type != "spot" or not pool.reclaim_rate_per_h:
             continue
-        whole = sum(t.gpus * t.replicas for t in r.job.tasks)
-        shares = sum(values[r.job.name, t.name] * t.replicas for t in r.job.tasks if t.gpus == 0 or t.mig_profile)
-        gang = max(float(whole), shares + sum(t.gpus * t.replicas for t in r.job.tasks if not t.mig_profile))
-        total -= weight * lost_hours(r.job, pool.reclaim_rate_per_h) * (pool.gpu_hour_price or 0.0) * gang
-    return [Expected.exact(total, len(ctx.resolved))]
+        whole = sum(t.gpus * t.replicas for t in r.job.tasks if t.mig_profile is None and t.gpu_share is None)
+        parts = [t for t in r.job.tasks if t.mig_profile is not None or t.gpu_share is not None]
+        least = max(float(whole), whole + sum(values[r.job.name, t.name] * t.replicas for t in parts
+                                              if values[r.job.name, t.name] >= 0.01))
+        most = max(least, whole + sum(t.replicas for t in parts))  # a part of a GPU is at most one
+        dollars = weight * lost_hours(r.job, pool.reclaim_rate_per_h) * (pool.gpu_hour_price or 0.0)
+        low -= dollars * most
+        high -= dollars * least
+    return [Expected(low, high, len(ctx.resolved))]
 
 
 def check_deferral_term(ctx: Context) -> list[Expected] | None:
