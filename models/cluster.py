@@ -224,6 +224,8 @@ class RunningPod(Strict):
 
     task: Name
     node: Name
+    #: the Kubernetes pod (`placement kube import` writes it): a preemption's Eviction names it
+    name: Name | None = None
     gpus: bounded_list(GpuIndex, MAX_GPUS) = Field(default_factory=list)
     cpu: float = Field(0.0, ge=0, le=MAX_CPU)
     memory_gib: float = Field(0.0, ge=0, le=MAX_MEMORY_GIB)
@@ -257,6 +259,8 @@ class RunningJob(Strict):
     team: Name | None = None
     priority: Priority = 0
     preemptible: bool = False
+    #: the Kubernetes namespace of its pods (as on Job)
+    namespace: Name | None = None
     pods: bounded_list(RunningPod, MAX_RUNNING_PODS) = Field(min_length=1)
     started_at: datetime | None = None
     #: last checkpoint: a preemption loses the GPU-hours since then (since `started_at` when unset)

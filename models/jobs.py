@@ -69,6 +69,9 @@ class Task(Strict):
     #: pods of this task that must be placed for the job to run (an elastic task runs with min_replicas to
     #: replicas pods). Unset: every replica, or 0 when the job sets min_available (then only its total counts)
     min_replicas: int | None = Field(None, ge=0, le=100_000)
+    #: the Kubernetes pods behind pod indices 0, 1, ... (`placement kube import` writes them), so a plan exported
+    #: from the request alone binds the real pods; fewer than `replicas`: the rest are yet to be created
+    pod_names: bounded_list(Name, 100_000) | None = None
 
     @model_validator(mode="after")
     def _check(self) -> Task:
@@ -85,6 +88,9 @@ class Task(Strict):
         if fractional and self.gpus:
             field = "mig_profile" if self.mig_profile is not None else "gpu_share"
             errors.add((field,), "a pod asks for whole GPUs or a part of one; leave 'gpus' at 0", self.gpus)
+        if self.pod_names is not None and len(self.pod_names) > self.replicas:
+            errors.add(("pod_names",), f"{len(self.pod_names)} names for the task's {self.replicas} replicas",
+                       len(self.pod_names))
         if self.mig_auto and self.gpu_memory_gib is None:
             errors.add(("gpu_memory_gib",), "mig_profile 'auto' picks the smallest profile with this much GPU "
                        "memory: set it", None, "missing")
@@ -138,6 +144,9 @@ class Job(Strict):
     submitted_at: datetime | None = None
     _tz = field_validator("submitted_at")(as_utc)
     preemptible: bool = False
+    #: the Kubernetes namespace of the job's pods (`placement kube import` writes it; unset: the part of `name`
+    #: before a slash, else `default`)
+    namespace: Name | None = None
     #: pods that must be placed in all (default: the sum of the tasks' min_replicas, which is every pod when no
     #: task sets one); at least that sum when both are given
     min_available: int | None = Field(None, ge=1, le=10_000_000)
@@ -198,6 +207,12 @@ class Job(Strict):
             if t.name in seen:
                 errors.add(("tasks", i, "name"), f"duplicate task name '{t.name}'", t.name)
             seen.add(t.name)
+        pods: set[str] = set()
+        for i, t in enumerate(self.tasks):
+            for k, pod in enumerate(t.pod_names or ()):
+                if pod in pods:
+                    errors.add(("tasks", i, "pod_names", k), f"pod '{pod}' is named twice in the job", pod)
+                pods.add(pod)
         if self.min_available is not None and self.min_available > self.pods:
             errors.add(
                 ("min_available",),

@@ -49,7 +49,7 @@ from placement.timeline import reservation_key
 
 #: Job fields that tell interchangeable jobs apart without changing a constraint (tasks are compared
 #: by their shape, not their field).
-_OWN = frozenset({"name", "submitted_at", "expected_runtime_h", "tasks"})
+_OWN = frozenset({"name", "namespace", "submitted_at", "expected_runtime_h", "tasks"})
 
 
 def dominated_tasks(problem: Problem, kept: Placement) -> frozenset[int]:

@@ -32,6 +32,8 @@ from placement.helptext import DefaultsFormatter
 from placement.kube.formats import DESCRIPTIONS, FORMATS
 
 if TYPE_CHECKING:
+    from placement_models import PlacementRequest, Plan
+
     from placement.kube.exporter import export, generic_origins
     from placement.kube.importer import (
         Imported,
@@ -200,10 +202,27 @@ def cmd_export(args: argparse.Namespace) -> int:
         return _fail(f"the plan places jobs the request does not have: {', '.join(unknown[:5])}")
     document, notes = export(request, result, args.format, origins)
     _write(document, args.output)
+    if origins is None and args.format in ("bindings", "patches"):
+        _warn_derived(request, result, args.format)
     if args.format != "table":
         for note in notes:
             print(f"note: {note}", file=sys.stderr)
     return 0
+
+
+def _warn_derived(request: PlacementRequest, result: Plan, fmt: str) -> None:
+    """Say when objects name pods the export made up: applied to a cluster, they would fail (or, worse, bind
+    pods that happen to have the name), and nothing else in the output tells them apart."""
+    from placement.kube.exporter import derived_pods
+
+    made_up = derived_pods(request, result)
+    if not made_up:
+        return
+    what = "Bindings" if fmt == "bindings" else "patches"
+    print(f"warning: {len(made_up)} of the {what} name synthetic pods ({', '.join(made_up[:3])}"
+          f"{', ...' if len(made_up) > 3 else ''}), marked placement.dev/pod-name: derived: the request does not "
+          "carry those pods' names (tasks[].pod_names, which `placement kube import` writes for pods that exist); "
+          "import the request again, or pass the Kubernetes objects as REQUEST", file=sys.stderr)
 
 
 def _import_arguments(p: argparse.ArgumentParser) -> None:

@@ -124,16 +124,18 @@ class RequestAssembly(ImportState):
     def _job(self, d: Draft, team: str | None) -> dict[str, Any]:
         where = d.obj.where if d.obj else f"Pods {d.namespace}/{d.k8s_name}"
         tasks = []
-        for name, shape, n, _ in d.tasks:
+        for name, shape, n, pods in d.tasks:
             shape = self._flavored(shape, team, where)
             resolved = resolve(shape, self.nodes, where, self.warnings)
             if resolved.gpu_share is not None and not resolved.mig_profile and (shape.gpu_share is not None
                                                                              or shape.gpu_memory is not None):
                 self.kai_shares.append(resolved.gpu_share)  # KAI shares any GPU: see _request
-            tasks.append(resolved.task(name, n) | ({"min_replicas": d.task_mins[name]} if name in d.task_mins
-                                                   else {}))
+            task = resolved.task(name, n) | ({"min_replicas": d.task_mins[name]} if name in d.task_mins else {})
+            if pods:  # the real pods, so `kube export` from the request alone binds them
+                task["pod_names"] = list(pods)
+            tasks.append(task)
         return {
-            "name": d.name, "team": team, "priority": d.priority,
+            "name": d.name, "namespace": d.namespace, "team": team, "priority": d.priority,
             "submitted_at": d.submitted.isoformat() if d.submitted else None,
             "min_available": d.min_available, "spot_ok": True, "topology": d.topology, "tasks": tasks,
         }

@@ -15,7 +15,9 @@
 Device indices are advice: the NVIDIA device plugin picks the physical devices at container start.
 Pod names come from the import (`Origins`): existing pods by index, pods a controller will create by
 its naming rule (Volcano: `<job>-<task>-<index>`), else the same rule as a derived name, marked as
-such. Without origins (a v1 request file), names follow from the v1 names: job `namespace/name`.
+such. Without origins (a v1 request file), the request's own names are read: `kube import` writes each
+pending pod's name (`tasks[].pod_names`), the job's `namespace` and each running pod's `name`; where a
+request lacks them, names follow from the v1 names (job `namespace/name`) and are marked derived.
 MIG re-partitions, GPUs the plan shares and added nodes have no Kubernetes object here: they are returned as notes.
 """
 
@@ -47,12 +49,19 @@ def export(request: PlacementRequest, plan: Plan, fmt: str, origins: Origins | N
 
 
 def generic_origins(request: PlacementRequest) -> Origins:
-    """Origins read from v1 names alone: job `namespace/name` (namespace `default` without a slash)."""
+    """Origins read from the request alone: the pods' names and namespace where it carries them (`kube import`
+    writes `tasks[].pod_names`, `namespace` and running pods' `name`), else v1 names: job `namespace/name`
+    (namespace `default` without a slash), pods by the derived rule."""
     out = Origins()
     for job in request.jobs:
         namespace, _, name = job.name.rpartition("/")
-        out.jobs[job.name] = JobOrigin("generic", "v1", "Pod", namespace or "default", name,
-                                       {t.name: TaskOrigin(t.name, ()) for t in job.tasks}, job.team)
+        out.jobs[job.name] = JobOrigin("generic", "v1", "Pod", job.namespace or namespace or "default", name,
+                                       {t.name: TaskOrigin(t.name, tuple(t.pod_names or ())) for t in job.tasks},
+                                       job.team)
+    for running in request.cluster.running:
+        if all(p.name for p in running.pods):
+            namespace = running.namespace or running.job.rpartition("/")[0] or "default"
+            out.running_pods[running.job] = [(namespace, p.name) for p in running.pods if p.name]
     for node in request.cluster.nodes:
         out.hostnames[node.name] = node.labels.get(HOSTNAME, node.name)
     return out
@@ -64,6 +73,13 @@ def _origin(origins: Origins, job: str) -> JobOrigin:
         namespace, _, name = job.rpartition("/")
         return JobOrigin("generic", "v1", "Pod", namespace or "default", name, {}, None)
     return found
+
+
+def derived_pods(request: PlacementRequest, plan: Plan, origins: Origins | None = None) -> list[str]:
+    """Names of the placed pods the export makes up (no name in the request or the objects, and no controller
+    rule that names them so): Bindings or patches for them name pods that may not exist."""
+    origins = origins if origins is not None else generic_origins(request)
+    return [name for name, derived in (pod_name(origins, a)[1:] for a in plan.assignments) if derived]
 
 
 def pod_name(origins: Origins, a: Assignment) -> tuple[str, str, bool]:

@@ -35,7 +35,8 @@ class RunningWork(ImportState):
             priority = first_given(priority, self._class(spec, "priorityClassName"))
         queue = queue or J.pod_queue(pods[0])
         priority = first_given(pods_priority(pods, self, explicit_only=True), priority, self.default_priority)
-        entry: dict[str, Any] = {"job": job_name, "priority": priority, "_queue": queue, "_namespace": namespace,
+        entry: dict[str, Any] = {"job": job_name, "namespace": namespace, "priority": priority, "_queue": queue,
+                                 "_namespace": namespace,
                                  "preemptible": self._preemptible(pods, gang, volcano, priority), "pods": []}
         starts = [p.started for p in pods if p.started is not None]
         if starts:
@@ -62,7 +63,7 @@ class RunningWork(ImportState):
         node = next(n for n in self.nodes if n.name == pod.node)
         ledger = self.ledgers.setdefault(node.name, Ledger(node))
         s = pod.shape
-        out: dict[str, Any] = {"task": pod.task, "node": node.name, "cpu": float(s.cpu),
+        out: dict[str, Any] = {"task": pod.task, "node": node.name, "name": pod.obj.name, "cpu": float(s.cpu),
                                "memory_gib": float(s.memory / GIB)}
         view = pod.obj.view().sub("spec")
         if s.mig_profile or (s.gpus and node.strategy == "single" and node.mig):

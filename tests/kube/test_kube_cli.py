@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kube_helpers import BLOCK, FIXTURES, RACK
+from kube_helpers import BLOCK, FIXTURES, RACK, docs
 from placement_models import PlacementRequest, Plan
 
 from placement.cli import main
@@ -87,3 +87,40 @@ def test_export_refuses_a_plan_of_another_request(tmp_path: Path, capsys: pytest
 def test_bad_price_option_exits_2(capsys: pytest.CaptureFixture) -> None:
     assert main(["kube", "import", *SOURCES, "--price", "h100"]) == 2
     assert "expected POOL=PRICE_PER_GPU_HOUR" in capsys.readouterr().err
+
+
+def _bindings(path: Path) -> list[dict]:
+    return [b for b in json.loads(path.read_text())["items"] if b["kind"] == "Binding"]
+
+
+def test_import_solve_export_from_the_request_binds_the_real_pods(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture) -> None:
+    request, plan, out = tmp_path / "request.json", tmp_path / "plan.json", tmp_path / "bindings.json"
+    assert main(["kube", "import", str(FIXTURES / "cluster"), str(FIXTURES / "kai"), "-o", str(request)]) == 0
+    assert main(["solve", str(request), "-o", str(plan), "--time-limit", "5", "--deterministic"]) == 0
+    capsys.readouterr()
+    assert main(["kube", "export", str(request), str(plan), "--format", "bindings", "-o", str(out)]) == 0
+    assert "synthetic" not in capsys.readouterr().err
+    pods = {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in docs("kai")
+            if d["kind"] == "Pod" and not d["spec"].get("nodeName")}
+    found = {(b["metadata"]["namespace"], b["metadata"]["name"]) for b in _bindings(out)}
+    assert found == pods and ("team-a", "ddp-resnet-worker-2") in found
+    assert not any("placement.dev/pod-name" in b["metadata"]["annotations"] for b in _bindings(out))
+
+
+def test_export_from_a_request_without_pod_names_warns_of_synthetic_pods(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture) -> None:
+    request, plan, out = tmp_path / "request.json", tmp_path / "plan.json", tmp_path / "bindings.json"
+    assert main(["kube", "import", str(FIXTURES / "cluster"), str(FIXTURES / "kai"), "-o", str(request)]) == 0
+    data = json.loads(request.read_text())
+    for job in data["jobs"]:
+        job.pop("namespace", None)
+        for task in job["tasks"]:
+            task.pop("pod_names", None)
+    request.write_text(json.dumps(data))
+    assert main(["solve", str(request), "-o", str(plan), "--time-limit", "5", "--deterministic"]) == 0
+    capsys.readouterr()
+    assert main(["kube", "export", str(request), str(plan), "--format", "bindings", "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "warning:" in err and "name synthetic pods" in err and "pg-ddp-resnet-7f2c-master-0" in err
+    assert all(b["metadata"]["annotations"]["placement.dev/pod-name"] == "derived" for b in _bindings(out))

@@ -201,6 +201,9 @@ def test_patches_and_table_and_evictions() -> None:
     bindings, _ = export(imported.request, result, "bindings", imported.origins)
     evictions = sorted(b["metadata"]["name"] for b in bindings["items"] if b["kind"] == "Eviction")
     assert evictions == ["old-train-worker-0", "old-train-worker-1"]
+    alone, _ = export(imported.request, result, "bindings")  # the request carries the running pods' names too
+    assert sorted(b["metadata"]["name"] for b in alone["items"] if b["kind"] == "Eviction") == evictions
+    assert [b["metadata"]["name"] for b in alone["items"]] == [b["metadata"]["name"] for b in bindings["items"]]
     text, _ = export(imported.request, result, "table", imported.origins)
     assert "llm-pretrain-worker-0" in text and "preempt   vision/old-train" in text
 
@@ -208,7 +211,11 @@ def test_patches_and_table_and_evictions() -> None:
 def test_export_without_origins_derives_names_from_the_v1_job_names() -> None:
     imported = load("cluster", "kai")
     result = plan(imported.request)
-    bindings, notes = export(imported.request, result, "bindings")  # as `kube export request.json plan.json`
+    # a request written by hand (or by an older import): no pod names, no namespace
+    jobs = [j.model_copy(update={"namespace": None, "tasks": [t.model_copy(update={"pod_names": None})
+                                                               for t in j.tasks]}) for j in imported.request.jobs]
+    bare = imported.request.model_copy(update={"jobs": jobs})
+    bindings, notes = export(bare, result, "bindings")  # as `kube export request.json plan.json`
     job = "team-a/pg-ddp-resnet-7f2c"
     ddp = [b for b in bindings["items"] if b["metadata"]["annotations"]["placement.dev/job"] == job]
     assert {b["metadata"]["namespace"] for b in ddp} == {"team-a"}
