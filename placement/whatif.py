@@ -23,6 +23,8 @@ scenario's column equals a separate solve of the changed request, on every execu
 
 Fairness is Jain's index over teams of the share of each team's pending GPU demand the plan
 places (1 = every team served in the same proportion), until the teams module brings its own.
+The cost and node rows, and when the objective is shown, are defined in placement.measures, which
+the sweep reads too: the two tables use one vocabulary.
 """
 
 from __future__ import annotations
@@ -38,7 +40,9 @@ from placement_models import NodeTemplate, PlacementRequest, Plan, format_errors
 from placement_models.request import Strict
 from pydantic import Field, ValidationError, model_validator
 
+from placement import measures
 from placement.executor import Executor, make_executor, run_all
+from placement.measures import fairness
 
 
 class ScenarioError(ValueError):
@@ -293,11 +297,16 @@ class Row:
     gpus_placed: int
     jobs_placed: int
     jobs_pending: int
-    cost_per_hour: float | None
-    expected_cost: float | None
+    #: the measures below are named and defined in placement.measures, as the sweep names them
+    placed_cost_per_hour: float | None
+    placed_expected_cost: float | None
+    cluster_cost_per_hour: float
     fairness: float
     nodes_added: int
+    nodes_removed: int
     objective: float
+    #: the request scores plans as the base does (measures.scores_alike): only then is `objective` comparable
+    objective_comparable: bool
 
 
 @dataclass
@@ -359,35 +368,24 @@ def what_if(request: PlacementRequest | dict[str, Any], scenarios: list[Scenario
     if failed:
         raise RuntimeError(f"solves failed after a retry: {'; '.join(failed)}")
     plans = [o.value for o in outcomes]
-    rows = [summarise(name, req, plan) for name, req, plan in zip(names, requests, plans, strict=True)]
+    rows = [summarise(name, req, plan, base) for name, req, plan in zip(names, requests, plans, strict=True)]
     diffs = [diff(plans[0], p, requests[0]) for p in plans[1:]]
     return WhatIf(names, requests, plans, rows, diffs)
 
 
-def fairness(request: PlacementRequest, plan: Plan) -> float:
-    """Jain's index over teams of placed / pending GPU demand (1.0 when no team asks for GPUs)."""
-    demand: Counter[str] = Counter()
-    for job in request.jobs:
-        demand[job.team or "(no team)"] += sum(t.gpus * t.replicas for t in job.tasks)
-    team_of = {job.name: job.team or "(no team)" for job in request.jobs}
-    placed: Counter[str] = Counter()
-    for a in plan.assignments:
-        placed[team_of[a.job]] += len(a.gpus)
-    shares = [placed[t] / d for t, d in demand.items() if d > 0]
-    if not shares or not any(shares):
-        return 1.0
-    return sum(shares) ** 2 / (len(shares) * sum(s * s for s in shares))
-
-
-def summarise(name: str, request: PlacementRequest, plan: Plan) -> Row:
+def summarise(name: str, request: PlacementRequest, plan: Plan, base: PlacementRequest | None = None) -> Row:
+    """One column; `base` is the request the scenarios change (None: this is the base)."""
+    base = base if base is not None else request
     cost = plan.cost
     return Row(
         name=name, status=plan.status, gpus_placed=sum(len(a.gpus) for a in plan.assignments),
         jobs_placed=len({a.job for a in plan.assignments}), jobs_pending=len(plan.pending),
-        cost_per_hour=None if cost is None else cost.per_hour,
-        expected_cost=None if cost is None else cost.total,
-        fairness=round(fairness(request, plan), 4), nodes_added=sum(len(p.nodes) for p in plan.provisioned),
-        objective=plan.objective.total,
+        placed_cost_per_hour=None if cost is None else cost.per_hour,
+        placed_expected_cost=None if cost is None else cost.total,
+        cluster_cost_per_hour=measures.cluster_cost_per_hour(request, plan),
+        fairness=round(fairness(request, plan), 4), nodes_added=measures.nodes_added(base, request, plan),
+        nodes_removed=measures.nodes_removed(base, request),
+        objective=plan.objective.total, objective_comparable=measures.scores_alike(base, request),
     )
 
 
@@ -424,19 +422,25 @@ def _fmt(value: Any) -> str:
 
 
 _ROWS = (("status", "status"), ("GPUs placed", "gpus_placed"), ("jobs placed", "jobs_placed"),
-         ("jobs pending", "jobs_pending"), ("cost per hour", "cost_per_hour"),
-         ("expected cost", "expected_cost"), ("fairness (Jain)", "fairness"), ("nodes added", "nodes_added"),
-         ("objective", "objective"))
+         ("jobs pending", "jobs_pending"), *((measures.LABELS[k], k) for k in (
+             "placed_cost_per_hour", "placed_expected_cost", "cluster_cost_per_hour")),
+         ("fairness (Jain)", "fairness"), *((measures.LABELS[k], k) for k in ("nodes_added", "nodes_removed")))
 
 
 def render_table(rows: list[Row]) -> str:
-    """Scenarios as columns, measures as rows: easy to read side by side in a terminal."""
+    """Scenarios as columns, measures as rows: easy to read side by side in a terminal. The objective row
+    is there only when some scenario's objective compares with the base's ('-' where it does not); a
+    legend under the table says what the cost and node rows count."""
     header = ["", *[r.name for r in rows]]
     body = [[label, *[_fmt(getattr(r, attr)) for r in rows]] for label, attr in _ROWS]
+    keys = [attr for _, attr in _ROWS]
+    if any(r.objective_comparable for r in rows[1:]):
+        body.append(["objective", *[_fmt(r.objective) if r.objective_comparable else "-" for r in rows]])
+        keys.append("objective")
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in
                        enumerate(zip(line, widths, strict=True))) for line in [header, *body]]
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n" + measures.legend(keys)
 
 
 def render_diffs(result: WhatIf) -> str:

@@ -21,7 +21,7 @@ from placement import plan
 from placement.executor import ExecutorError, InlineExecutor, LocalExecutor, make_executor, run_all
 from placement.sweep.cli import main as sweep_main
 from placement.sweep.grid import MAX_POINTS, GridError, Point, grid_from, load_grid
-from placement.sweep.run import _solve_metrics, pareto, sweep
+from placement.sweep.run import SweepResult, _solve_metrics, pareto, render_table, sweep
 from placement.sweep.trace import TraceError, TraceOptions, generated, load_trace, sim_cluster
 from placement.whatif import Scenario, apply
 from placement.whatif_cli import main as what_if_main
@@ -162,7 +162,7 @@ def test_every_point_is_the_same_inline_and_in_a_process_pool_and_equals_a_separ
     assert _strip(one.points) == _strip(two.points)
     assert [p["index"] for p in two.points] == list(range(6))
     request = apply(PlacementRequest.model_validate(base), points[3].scenario())
-    alone = _solve_metrics(request, plan(request))
+    alone = _solve_metrics(PlacementRequest.model_validate(base), request, plan(request))
     assert {k: two.points[3][k] for k in alone} == alone
     # more spot nodes place more of the pending demand; the cheap-price points dominate the dear ones
     unplaced = [p["gpus_unplaced"] for p in two.points]
@@ -227,7 +227,8 @@ def test_trace_points_simulate_the_changed_cluster_the_same_inline_and_in_a_pool
     p0, p4 = two.points[0], two.points[1]
     assert (p0["nodes"], p0["spot_nodes"], p4["nodes"], p4["spot_nodes"]) == (12, 4, 16, 8)
     assert p0["done"] == 40 and p0["drained"] and p0["wait_mean_h"] is not None
-    assert p4["cost_per_hour"] > p0["cost_per_hour"] and p4["spot_share_pct"] == 50.0
+    assert p4["cluster_cost_per_hour"] > p0["cluster_cost_per_hour"] and p4["spot_share_pct"] == 50.0
+    assert (p0["nodes_added"], p4["nodes_added"]) == (0, 4)
     assert not two.points[2]["ok"] and "trace mode cannot simulate a mig change" in two.points[2]["error"]
 
 
@@ -256,9 +257,15 @@ def test_cli_prints_the_table_writes_json_and_plots(tmp_path: Path, capsys: pyte
     data = json.loads(out.read_text())
     assert [p["name"] for p in data["points"]] == ["spot=0,price.h100-spot=1.3", "spot=2,price.h100-spot=1.3",
                                                     "broken"]
-    assert data["pareto_over"] == ["cost_per_hour", "gpus_unplaced"]
-    assert {"changes", "objective", "cost_per_hour", "gpus_placed", "utilisation_pct", "status", "seconds",
-            "error", "pareto"} <= set(data["points"][0])
+    assert data["pareto_over"] == ["cluster_cost_per_hour", "gpus_unplaced"]
+    assert {"changes", "objective", "objective_comparable", "cluster_cost_per_hour", "placed_cost_per_hour",
+            "nodes_added", "gpus_placed", "utilisation_pct", "status", "seconds", "error", "pareto"} <= set(
+        data["points"][0])
+    assert [p["nodes_added"] for p in data["points"][:2]] == [0, 2]
+    # the base's own price and more nodes score plans as the base does: the objectives compare
+    assert [p["objective_comparable"] for p in data["points"][:2]] == [True, True]
+    legend = {" ".join(line.split()[:2]): line for line in captured.out.splitlines() if line.startswith("  ")}
+    assert "objective" in captured.out and "every GPU in the cluster" in legend["cluster cost/h"]
     pytest.importorskip("matplotlib")
     assert (tmp_path / "plots" / "cost-vs-unplaced.png").stat().st_size > 1000
     assert (tmp_path / "plots" / "utilisation-vs-spot.png").stat().st_size > 1000
@@ -341,3 +348,16 @@ def test_ctrl_c_mid_sweep_exits_130_and_leaves_no_worker_running(tmp_path: Path)
     alive = [pid for pid in workers if Path(f"/proc/{pid}").exists()
              and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
     assert alive == []
+
+
+def test_the_objective_column_shows_only_where_points_score_plans_as_the_base() -> None:
+    def point(i: int, comparable: bool) -> dict[str, Any]:
+        return {"index": i, "name": f"p{i}", "values": {}, "ok": True, "status": "optimal", "objective": 10.0 + i,
+                "objective_comparable": comparable, "cluster_cost_per_hour": 1.0, "nodes_added": i}
+
+    mixed = render_table(SweepResult("solve", [], [point(0, True), point(1, False)], "inline", 0.0))
+    assert "objective" in mixed.splitlines()[0]
+    assert mixed.splitlines()[2].split()[-2] == "-" and "10.00" in mixed.splitlines()[1]
+    assert "'-' elsewhere" in mixed
+    none = render_table(SweepResult("solve", [], [point(0, False), point(1, False)], "inline", 0.0))
+    assert "objective" not in none

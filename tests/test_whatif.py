@@ -54,13 +54,23 @@ def test_two_scenarios_side_by_side_equal_two_separate_solves() -> None:
     # Peak: 12 free GPUs, 4 held back: only "big" (8) fits and "late" is deferred.
     assert (rows["base"].gpus_placed, rows["base"].jobs_pending) == (8, 1)
     assert (rows["off-peak"].gpus_placed, rows["grow"].gpus_placed) == (8, 16)
-    assert rows["base"].cost_per_hour == pytest.approx(8 * 4.0)
+    assert rows["base"].placed_cost_per_hour == pytest.approx(8 * 4.0)
+    # the whole cluster (16 GPUs at 4.0) against the placed work; the added node counts, and costs, too
+    assert (rows["base"].cluster_cost_per_hour, rows["grow"].cluster_cost_per_hour) == (64.0, 96.0)
+    assert (rows["base"].nodes_added, rows["off-peak"].nodes_added, rows["grow"].nodes_added) == (0, 0, 1)
+    # off-peak changes the policy, so its objective is on another scale; growing the cluster does not
+    assert (rows["off-peak"].objective_comparable, rows["grow"].objective_comparable) == (False, True)
     # Off-peak the deferrable job goes first: it takes the one free 8-GPU node from "big".
     assert (result.diffs[0].placed, result.diffs[0].pending) == (["late"], ["big"])
     assert result.requests[2].cluster.nodes[-1].name == "od-whatif-0"
     table = result.table().splitlines()
     assert table[0].split() == ["base", "off-peak", "grow"]
     assert table[2].split() == ["GPUs", "placed", "8", "8", "16"]
+    objective = next(line for line in table if line.startswith("objective"))
+    assert objective.split()[2] == "-"  # off-peak
+    assert any(line.split()[:3] == ["placed", "work", "cost/h"] for line in table)
+    assert any(line.split()[:2] == ["cluster", "cost/h"] for line in table)
+    assert any("busy or idle" in line for line in table) and any("by any means" in line for line in table)
 
 
 def test_remove_rack_queues_displaced_running_jobs_again() -> None:

@@ -174,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
 
     print(render_table(result))
     print(f"{len(result.points) - len(result.failed)} of {len(result.points)} points in {result.wall_s:.1f} s on "
-          f"{result.executor}; * = Pareto front over cost per hour and "
+          f"{result.executor}; * = Pareto front over cluster cost/h and "
           f"{'mean wait' if result.mode == 'trace' else 'unplaced GPU demand'}")
     if args.json is not None:
         args.json.write_text(json.dumps(result.to_dict(), indent=1) + "\n")

@@ -13,7 +13,7 @@ from typing import Any
 from placement.sweep.run import SweepResult
 
 _LABELS = {"wait_mean_h": "mean wait (h)", "gpus_unplaced": "unplaced GPU demand (GPUs)",
-           "cost_per_hour": "cluster cost per hour", "utilisation_pct": "GPU utilisation (%)",
+           "cluster_cost_per_hour": "cluster cost per hour", "utilisation_pct": "GPU utilisation (%)",
            "spot_share_pct": "spot share of GPUs (%)"}
 
 
@@ -35,7 +35,7 @@ def write_plots(result: SweepResult, folder: Path) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     out = []
     y_key = result.second_measure
-    xs, ys, pts = _xy(result.points, "cost_per_hour", y_key)
+    xs, ys, pts = _xy(result.points, "cluster_cost_per_hour", y_key)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     ax.scatter(xs, ys, s=18, color="#9aa5b1", label="points")
     front = sorted((x, y, p) for x, y, p in zip(xs, ys, pts, strict=True) if p.get("pareto"))
@@ -43,7 +43,7 @@ def write_plots(result: SweepResult, folder: Path) -> list[Path]:
         ax.plot([f[0] for f in front], [f[1] for f in front], "-o", color="#d1495b", ms=5, label="Pareto front")
         for x, y, p in front[:30]:  # the table's row numbers: axis values would not fit beside a dot
             ax.annotate(f"#{p['index']}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
-    ax.set_xlabel(_LABELS["cost_per_hour"])
+    ax.set_xlabel(_LABELS["cluster_cost_per_hour"])
     ax.set_ylabel(_LABELS[y_key])
     ax.set_title(f"sweep: {len(result.points)} points (#: table row), cost against {_LABELS[y_key]}")
     ax.grid(alpha=0.3)
@@ -56,10 +56,10 @@ def write_plots(result: SweepResult, folder: Path) -> list[Path]:
 
     xs, ys, pts = _xy(result.points, "spot_share_pct", "utilisation_pct")
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    colours = [p["cost_per_hour"] for p in pts]
+    colours = [p["cluster_cost_per_hour"] for p in pts]
     sc = ax.scatter(xs, ys, c=colours, cmap="viridis", s=24)
     if pts:
-        fig.colorbar(sc, ax=ax, label=_LABELS["cost_per_hour"])
+        fig.colorbar(sc, ax=ax, label=_LABELS["cluster_cost_per_hour"])
     ax.set_xlabel(_LABELS["spot_share_pct"])
     ax.set_ylabel(_LABELS["utilisation_pct"])
     ax.set_title("utilisation against spot share")

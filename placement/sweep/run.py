@@ -7,19 +7,24 @@ result is a plain dict, so it crosses any process boundary and lands in the JSON
 deterministic mode (``policy.deterministic``) a point's result, ``seconds`` aside, is the same on every
 executor; the tests compare them.
 
-What each point reports (the JSON keys):
+What each point reports (the JSON keys; the cost, node and objective measures are named and defined in
+placement.measures, as what-if names them):
 
-* solve mode: ``status``, ``objective``, ``gpus_placed``, ``gpus_unplaced`` (pending GPU demand the
-  plan leaves waiting), ``jobs_placed``, ``jobs_pending``, ``utilisation_pct`` (GPUs busy after the plan,
-  running work included, over all GPUs), ``spot_share_pct`` (spot GPUs over all GPUs), ``cost_per_hour``
-  (what the cluster costs: every node's GPUs at its pool's price, plus nodes the plan provisions),
-  ``plan_cost_per_hour`` and ``expected_cost`` (the plan's own cost report), ``fairness``, ``nodes_added``;
+* solve mode: ``status``, ``objective`` with ``objective_comparable`` (the point scores plans as the base
+  request does), ``gpus_placed``, ``gpus_unplaced`` (pending GPU demand the plan leaves waiting),
+  ``jobs_placed``, ``jobs_pending``, ``utilisation_pct`` (GPUs busy after the plan, running work included,
+  over all GPUs), ``spot_share_pct`` (spot GPUs over all GPUs), ``cluster_cost_per_hour`` (every node's
+  GPUs at its pool's price, plus nodes the plan provisions), ``placed_cost_per_hour`` and
+  ``placed_expected_cost`` (the plan's own cost report: the placed work), ``fairness``, ``nodes_added``
+  (by any means: the point's changes and the plan's provisioning) and ``nodes_removed``;
 * trace mode (placement.sweep.trace): ``wait_mean_h``, ``wait_p95_h``, ``jct_mean_h``, ``utilisation_pct``,
-  ``done``, ``drained``, ``preemptions``, ``reclaims``, ``cost_per_hour`` and ``cost_total`` (over the run);
+  ``done``, ``drained``, ``preemptions``, ``reclaims``, ``cluster_cost_per_hour`` and ``cluster_cost_total``
+  (over the run), ``nodes_added``, ``nodes_removed``;
 * always: ``seconds`` (wall, this point's last attempt), ``attempts``, ``error`` (None unless it failed).
 
-The Pareto front: points no other point beats on both cost per hour and the second measure (mean wait in
-trace mode, unplaced GPU demand in solve mode) — the ones worth a decision; the rest cost more for no gain.
+The Pareto front: points no other point beats on both cluster cost per hour and the second measure (mean
+wait in trace mode, unplaced GPU demand in solve mode) — the ones worth a decision; the rest cost more for
+no gain.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from placement import measures
 from placement.executor import Executor, Outcome, resolve, run_all
 from placement.io import json_safe
 from placement.sweep.grid import Point
@@ -71,33 +77,35 @@ def _inject(fault: str | None) -> None:
     raise ValueError(f"unknown fault {fault!r}")
 
 
-def _solve_metrics(request: Any, plan: Any) -> dict[str, Any]:
-    from placement.whatif import fairness
+def _solve_metrics(base: Any, request: Any, plan: Any) -> dict[str, Any]:
+    """A solved point's measures; the ones what-if shows too are computed and named by placement.measures."""
+    from placement import measures
 
-    price = {p.name: p.gpu_hour_price or 0.0 for p in request.cluster.pools}
     spot_pools = {p.name for p in request.cluster.pools if p.capacity_type == "spot"}
     total = sum(n.gpus for n in request.cluster.nodes)
     spot = sum(n.gpus for n in request.cluster.nodes if n.pool in spot_pools)
-    per_hour = sum(n.gpus * price.get(n.pool or "", 0.0) for n in request.cluster.nodes)
     templates = {p.name: p.provisionable.node for p in request.cluster.pools if p.provisionable is not None}
     for prov in plan.provisioned:
         gpus = templates[prov.pool].gpus if prov.pool in templates else 0
         total += gpus * len(prov.nodes)
         spot += gpus * len(prov.nodes) if prov.pool in spot_pools else 0
-        per_hour += gpus * len(prov.nodes) * price.get(prov.pool, 0.0)
     running = sum(len(pod.gpus) for job in request.cluster.running for pod in job.pods)
     placed = sum(len(a.gpus) for a in plan.assignments)
     demand = sum(t.gpus * t.replicas for job in request.jobs for t in job.tasks)
     cost = plan.cost
     return {
-        "status": plan.status, "objective": plan.objective.total, "gpus_placed": placed,
+        "status": plan.status, "objective": plan.objective.total,
+        "objective_comparable": measures.scores_alike(base, request), "gpus_placed": placed,
         "gpus_unplaced": max(0, demand - placed), "jobs_placed": len({a.job for a in plan.assignments}),
         "jobs_pending": len(plan.pending), "gpus": total,
         "utilisation_pct": 100.0 * (running + placed) / total if total else 0.0,
         "spot_share_pct": 100.0 * spot / total if total else 0.0,
-        "cost_per_hour": per_hour, "plan_cost_per_hour": None if cost is None else cost.per_hour,
-        "expected_cost": None if cost is None else cost.total,
-        "fairness": round(fairness(request, plan), 4), "nodes_added": sum(len(p.nodes) for p in plan.provisioned),
+        "cluster_cost_per_hour": measures.cluster_cost_per_hour(request, plan),
+        "placed_cost_per_hour": None if cost is None else cost.per_hour,
+        "placed_expected_cost": None if cost is None else cost.total,
+        "fairness": round(measures.fairness(request, plan), 4),
+        "nodes_added": measures.nodes_added(base, request, plan),
+        "nodes_removed": measures.nodes_removed(base, request),
     }
 
 
@@ -115,7 +123,7 @@ def evaluate(task: PointTask) -> dict[str, Any]:
     if trace is None:
         from placement.api import plan
 
-        out = _solve_metrics(request, plan(request))
+        out = _solve_metrics(base, request, plan(request))
     else:
         from placement.sweep.trace import simulate_point, unsimulated
 
@@ -128,6 +136,8 @@ def evaluate(task: PointTask) -> dict[str, Any]:
         pools = {p.name for p in request.cluster.pools if p.capacity_type == "spot"}
         spot = sum(n.gpus for n in request.cluster.nodes if n.pool in pools)
         out["spot_share_pct"] = 100.0 * spot / out["gpus"] if out["gpus"] else 0.0
+        out["nodes_added"] = measures.nodes_added(base, request, None)
+        out["nodes_removed"] = measures.nodes_removed(base, request)
     out["seconds"] = round(time.perf_counter() - t0, 3)
     return json_safe(out)  # NaN (no big gang started) as None: equal to itself, and valid JSON
 
@@ -151,7 +161,7 @@ class SweepResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "axes": self.axes, "executor": self.executor, "wall_s": round(self.wall_s, 3),
-                "pareto_over": ["cost_per_hour", self.second_measure], **self.meta,
+                "pareto_over": ["cluster_cost_per_hour", self.second_measure], **self.meta,
                 "points": [json_safe(p) for p in self.points]}
 
 
@@ -216,7 +226,7 @@ def sweep(request: dict[str, Any], points: list[Point], executor: Executor, *, t
     wall = time.perf_counter() - t0
     result = SweepResult("trace" if trace is not None else "solve", _axes(points),
                          [r for r in rows if r is not None], executor.label, wall)
-    front = pareto(result.points, "cost_per_hour", result.second_measure)
+    front = pareto(result.points, "cluster_cost_per_hour", result.second_measure)
     for p in result.points:
         p["pareto"] = p["index"] in front
     return result
@@ -242,32 +252,42 @@ def _fmt(value: Any, digits: int = 2) -> str:
 
 
 def render_table(result: SweepResult) -> str:
-    """One row per point: its axis values (or its name), then the measures; ``*`` marks the Pareto front."""
+    """One row per point: its axis values (or its name), then the measures; ``*`` marks the Pareto front. The
+    objective column is there only when some point scores plans as the base request does ('-' where it does
+    not); a legend under the table says what the cost and node columns count (placement.measures)."""
+    label = measures.LABELS
     if result.mode == "trace":
-        measures = [("wait h", "wait_mean_h"), ("p95 wait h", "wait_p95_h"), ("JCT h", "jct_mean_h"),
-                    ("util %", "utilisation_pct"), ("spot %", "spot_share_pct"), ("cost/h", "cost_per_hour"),
-                    ("done", "done"), ("reclaims", "reclaims")]
+        measured = [("wait h", "wait_mean_h"), ("p95 wait h", "wait_p95_h"), ("JCT h", "jct_mean_h"),
+                    ("util %", "utilisation_pct"), ("spot %", "spot_share_pct"),
+                    (label["cluster_cost_per_hour"], "cluster_cost_per_hour"), ("done", "done"),
+                    ("reclaims", "reclaims")]
     else:
-        measures = [("status", "status"), ("placed GPUs", "gpus_placed"), ("unplaced", "gpus_unplaced"),
-                    ("util %", "utilisation_pct"), ("spot %", "spot_share_pct"), ("cost/h", "cost_per_hour"),
-                    ("objective", "objective")]
+        measured = [("status", "status"), ("placed GPUs", "gpus_placed"), ("unplaced", "gpus_unplaced"),
+                    ("util %", "utilisation_pct"), ("spot %", "spot_share_pct"),
+                    (label["placed_cost_per_hour"], "placed_cost_per_hour"),
+                    (label["cluster_cost_per_hour"], "cluster_cost_per_hour")]
+    measured.append((label["nodes_added"], "nodes_added"))
+    objective = result.mode == "solve" and any(p["ok"] and p.get("objective_comparable") for p in result.points)
+    if objective:
+        measured.append((label["objective"], "objective"))
     axis_cols = result.axes or []
     header = ["#", "front", *axis_cols, *([] if axis_cols and all(p["values"] for p in result.points) else ["name"]),
-              *[m[0] for m in measures], "s"]
+              *[m[0] for m in measured], "s"]
     body = []
     for p in result.points:
         line = [str(p["index"]), "*" if p.get("pareto") else ""]
         line += [_fmt(p["values"].get(a, "")) for a in axis_cols]
-        if len(header) - len(measures) - 1 > len(line):
+        if len(header) - len(measured) - 1 > len(line):
             line.append(p["name"])
         if p["ok"]:
-            line += [_fmt(p.get(key)) for _, key in measures]
+            line += [_fmt(p.get(key)) if key != "objective" or p.get("objective_comparable") else "-"
+                     for _, key in measured]
         else:
-            line += ["FAILED"] + [""] * (len(measures) - 1)
+            line += ["FAILED"] + [""] * (len(measured) - 1)
         line.append(_fmt(p.get("seconds"), 1))
         body.append(line)
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
     lines = ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in [header, *body]]
     for p in result.failed:
         lines.append(f"point {p['index']} ({p['name']}) failed after {p['attempts']} attempts: {p['error']}")
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n" + measures.legend([key for _, key in measured])

@@ -214,6 +214,6 @@ def simulate_point(request: Any, jobs: list[TraceJob], options: TraceOptions) ->
         "jct_mean_h": m["jct_mean_h"], "utilisation_pct": m["util_run_pct"], "run_h": m["run_h"],
         "preemptions": m["preemptions"], "lost_gpu_h": m["lost_gpu_h"], "reclaims": m["reclaims"],
         "nodes": cfg.nodes, "spot_nodes": cfg.spot_nodes, "gpus": cfg.total_gpus,
-        "cost_per_hour": per_hour, "cost_total": per_hour * m["run_h"],
+        "cluster_cost_per_hour": per_hour, "cluster_cost_total": per_hour * m["run_h"],
         "plan_calls": int(len(result.plan_ms)),
     }
