@@ -86,11 +86,25 @@ class NodeTopology(Strict):
     block: Word | None = None
 
 
+class GpuSharing(Strict):
+    """One GPU (or one MIG instance) shared by up to `replicas` pods, by time-slicing (no memory isolation) or MPS.
+
+    Either way the solver never over-commits: the pods' shares sum to at most 1 and their GPU
+    memory to at most the GPU's, or the instance's (one OOM on a time-sliced GPU kills every pod on it).
+    """
+
+    mode: Literal["time-slicing", "mps"]
+    replicas: int = Field(ge=1, le=128)
+
+
 class MigInstance(Strict):
     """One GPU instance of a MIG layout: a profile name and its first memory slice (as `nvidia-smi mig -lgipp`)."""
 
     profile: str = Field(min_length=1, max_length=MAX_WORD)
     start: int = Field(ge=0, le=7)
+    #: the device plugin offers this instance `replicas` times (time-slicing or MPS on MIG: GFD's `-SHARED`
+    #: products): it then takes only pods asking `mig_profile` with `gpu_share`, a share of this instance each
+    sharing: GpuSharing | None = None
 
 
 class MigSlot(Strict):
@@ -99,17 +113,6 @@ class MigSlot(Strict):
     gpu: int = Field(ge=0, lt=MAX_GPUS)
     profile: str = Field(min_length=1, max_length=MAX_WORD)
     start: int = Field(ge=0, le=7)
-
-
-class GpuSharing(Strict):
-    """One GPU shared by up to `replicas` pods, by time-slicing (no memory isolation) or MPS.
-
-    Either way the solver never over-commits: the pods' shares sum to at most 1 and their GPU
-    memory to at most the GPU's (one OOM on a time-sliced GPU kills every pod on it).
-    """
-
-    mode: Literal["time-slicing", "mps"]
-    replicas: int = Field(ge=1, le=128)
 
 
 class NodeTemplate(Strict):
@@ -213,12 +216,12 @@ class Pool(Strict):
 
 
 class RunningPod(Strict):
-    """A pod of a running job: the node, and the whole GPUs, MIG instance or GPU share it holds."""
+    """A pod of a running job: the node, and the whole GPUs, MIG instance, GPU share or share of a MIG instance
+    it holds."""
 
     model_config = cross_field(
         either(unset("mig"), holds("gpus", {"maxItems": 0})),
-        either(unset("mig"), unset("gpu_share")),
-        either(unset("gpu_share"), given("gpus", {"minItems": 1, "maxItems": 1})),
+        either(unset("gpu_share"), given("gpus", {"minItems": 1, "maxItems": 1}), given("mig")),
         either(unset("gpu_memory_gib"), given("gpu_share")),
     )
 
@@ -231,9 +234,10 @@ class RunningPod(Strict):
     memory_gib: float = Field(0.0, ge=0, le=MAX_MEMORY_GIB)
     #: the MIG instance the pod holds (then `gpus` stays empty)
     mig: MigSlot | None = None
-    #: fraction of the one GPU in `gpus`, a GPU listed in the node's `sharing`
+    #: fraction of the one GPU in `gpus`, a GPU listed in the node's `sharing`; with `mig`, fraction of that
+    #: MIG instance, one whose layout entry has `sharing`
     gpu_share: float | None = Field(None, gt=0, le=1)
-    #: GPU memory the shared pod may use (default: its share of the GPU's memory)
+    #: GPU memory the shared pod may use (default: its share of the GPU's, or the instance's, memory)
     gpu_memory_gib: float | None = Field(None, ge=0, le=MAX_GPU_MEMORY_GIB)
 
 
@@ -242,10 +246,9 @@ class RunningPod(Strict):
         errors = ErrorList("RunningPod")
         if self.mig is not None and self.gpus:
             errors.add(("gpus",), "a pod on a MIG instance holds no whole GPUs; leave 'gpus' empty", self.gpus)
-        if self.mig is not None and self.gpu_share is not None:
-            errors.add(("gpu_share",), "a pod holds a MIG instance or a GPU share, not both", self.gpu_share)
-        if self.gpu_share is not None and len(self.gpus) != 1:
-            errors.add(("gpus",), "a pod with gpu_share names exactly one (shared) GPU", self.gpus)
+        if self.gpu_share is not None and self.mig is None and len(self.gpus) != 1:
+            errors.add(("gpus",), "a pod with gpu_share names exactly one (shared) GPU, or a shared MIG instance "
+                       "in 'mig'", self.gpus)
         if self.gpu_memory_gib is not None and self.gpu_share is None:
             errors.add(("gpu_memory_gib",), "set only for pods with gpu_share", self.gpu_memory_gib)
         errors.raise_if_any()

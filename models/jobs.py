@@ -47,7 +47,8 @@ class Task(Strict):
     model_config = cross_field(
         either(unset("gpu_memory_gib"), given("gpus", {"minimum": 1}), given("mig_profile"),
                given("gpu_share")),
-        either(unset("mig_profile"), unset("gpu_share")),
+        either(unset("mig_profile"), unset("gpu_share"),
+               holds("mig_profile", {"not": {"type": "string", "pattern": MIG_AUTO_PATTERN}})),
         either(holds("gpus", {"maximum": 0}), {"allOf": [unset("mig_profile"), unset("gpu_share")]}),
         either(given("gpu_memory_gib"),
                holds("mig_profile", {"not": {"type": "string", "pattern": MIG_AUTO_PATTERN}})),
@@ -64,7 +65,8 @@ class Task(Strict):
     #: each pod takes one MIG instance of this profile ("1g.10gb"), or "auto": the smallest profile
     #: with at least gpu_memory_gib on whichever MIG model the pod lands
     mig_profile: str | None = Field(None, min_length=1, max_length=MAX_WORD)
-    #: each pod takes this fraction of one time-sliced/MPS GPU (openb's gpu_milli / 1000)
+    #: each pod takes this fraction of one time-sliced/MPS GPU (openb's gpu_milli / 1000); with `mig_profile`,
+    #: this fraction of one shared MIG instance of that profile (a layout entry with `sharing`)
     gpu_share: float | None = Field(None, gt=0, le=1)
     #: pods of this task that must be placed for the job to run (an elastic task runs with min_replicas to
     #: replicas pods). Unset: every replica, or 0 when the job sets min_available (then only its total counts)
@@ -83,8 +85,9 @@ class Task(Strict):
         if self.gpu_memory_gib is not None and self.gpus == 0 and not fractional:
             errors.add(("gpu_memory_gib",), "set only for tasks that ask for GPUs (gpus > 0, mig_profile or "
                        "gpu_share)", self.gpu_memory_gib)
-        if self.mig_profile is not None and self.gpu_share is not None:
-            errors.add(("gpu_share",), "a pod takes a MIG instance or a GPU share, not both", self.gpu_share)
+        if self.mig_auto and self.gpu_share is not None:
+            errors.add(("mig_profile",), "a share of a MIG instance names the instance's profile; 'auto' picks "
+                       "whole instances only", self.mig_profile)
         if fractional and self.gpus:
             field = "mig_profile" if self.mig_profile is not None else "gpu_share"
             errors.add((field,), "a pod asks for whole GPUs or a part of one; leave 'gpus' at 0", self.gpus)

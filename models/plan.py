@@ -31,7 +31,8 @@ class Assignment(PlanModel):
     gpus: list[Annotated[int, JSON_INT]] = Field(default_factory=list)
     #: the MIG instance the pod takes (MIG tasks)
     mig: MigSlot | None = None
-    #: the fraction of the one GPU in `gpus` the pod takes (gpu_share tasks; the GPU is shared)
+    #: the fraction of the one GPU in `gpus` the pod takes (gpu_share tasks; the GPU is shared), or with `mig`
+    #: of that shared MIG instance
     gpu_share: float | None = None
 
 

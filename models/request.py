@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from functools import cached_property
-from typing import Literal
+from typing import Any, Literal
 
 from placement_models.base import MAX_JOBS, MAX_TEAMS, Strict, bounded_list, cross_field, either, given, holds
 from placement_models.cluster import (
@@ -273,6 +273,7 @@ def _check_devices(errors: ErrorList, cluster: Cluster) -> None:
     nodes = {n.name: n for n in cluster.nodes}
     taken: dict[tuple[str, int, int], str] = {}
     shares: dict[tuple[str, int], list[float]] = {}
+    instance_shares: dict[tuple[str, int, int], list[float]] = {}
     for ji, job in enumerate(cluster.running):
         for pi, pod in enumerate(job.pods):
             loc = ("cluster", "running", ji, "pods", pi)
@@ -285,15 +286,9 @@ def _check_devices(errors: ErrorList, cluster: Cluster) -> None:
                 if layout is None:
                     errors.add((*loc, "mig", "gpu"), f"GPU {slot.gpu} of node '{node.name}' is not MIG-partitioned "
                                "(not in the node's 'mig')", slot.gpu)
-                elif not any(i.start == slot.start and i.profile.lower() == slot.profile.lower() for i in layout):
-                    errors.add((*loc, "mig"), f"node '{node.name}' GPU {slot.gpu} has no {slot.profile} instance at "
-                               f"start {slot.start}", slot.model_dump())
-                elif (node.name, slot.gpu, slot.start) in taken:
-                    errors.add((*loc, "mig"), f"instance {slot.profile}@{slot.start} of node '{node.name}' GPU "
-                               f"{slot.gpu} is already held by '{taken[node.name, slot.gpu, slot.start]}'", None)
                 else:
-                    taken[node.name, slot.gpu, slot.start] = job.job
-            if pod.gpu_share is not None and pod.gpus and 0 <= pod.gpus[0] < node.gpus:
+                    _check_instance(errors, loc, node, pod, layout, job.job, taken, instance_shares)
+            if pod.gpu_share is not None and pod.mig is None and pod.gpus and 0 <= pod.gpus[0] < node.gpus:
                 g = pod.gpus[0]
                 if g not in node.sharing:
                     errors.add((*loc, "gpus", 0), f"GPU {g} of node '{node.name}' is not shared (not in the "
@@ -309,6 +304,46 @@ def _check_devices(errors: ErrorList, cluster: Cluster) -> None:
             if sum(held) > 1 + 1e-6:
                 errors.add(("cluster", "nodes", ni, "sharing", g), f"running pods' gpu_share on GPU {g} sums to "
                            f"{sum(held):g}, more than one GPU", None)
+        for g, layout in node.mig.items():
+            for k, instance in enumerate(layout):
+                held = instance_shares.get((node.name, g, instance.start), [])
+                if instance.sharing is None or not held:
+                    continue
+                where = ("cluster", "nodes", ni, "mig", g, k, "sharing")
+                if len(held) > instance.sharing.replicas:
+                    errors.add((*where, "replicas"), f"{len(held)} running pods share MIG instance "
+                               f"{instance.profile}@{instance.start} of GPU {g}, more than its "
+                               f"{instance.sharing.replicas} replicas", instance.sharing.replicas)
+                if sum(held) > 1 + 1e-6:
+                    errors.add(where, f"running pods' gpu_share on MIG instance {instance.profile}@{instance.start} "
+                               f"of GPU {g} sums to {sum(held):g}, more than the instance", None)
+
+
+def _check_instance(errors: ErrorList, loc: tuple[Any, ...], node: Node, pod: RunningPod, layout: list[MigInstance],
+                    job: str, taken: dict[tuple[str, int, int], str],
+                    shares: dict[tuple[str, int, int], list[float]]) -> None:
+    """A running pod's MIG instance exists in the layout; a whole instance is held by one pod, a shared one
+    (its layout entry has `sharing`) only by pods with gpu_share, whose shares _check_devices sums."""
+    slot = pod.mig
+    assert slot is not None
+    found = next((i for i in layout if i.start == slot.start and i.profile.lower() == slot.profile.lower()), None)
+    key = (node.name, slot.gpu, slot.start)
+    if found is None:
+        errors.add((*loc, "mig"), f"node '{node.name}' GPU {slot.gpu} has no {slot.profile} instance at "
+                   f"start {slot.start}", slot.model_dump())
+    elif found.sharing is None and pod.gpu_share is not None:
+        errors.add((*loc, "gpu_share"), f"instance {slot.profile}@{slot.start} of node '{node.name}' GPU {slot.gpu} "
+                   "is not shared (its layout entry has no 'sharing'); a pod holds it whole", pod.gpu_share)
+    elif found.sharing is not None and pod.gpu_share is None:
+        errors.add((*loc, "gpu_share"), f"instance {slot.profile}@{slot.start} of node '{node.name}' GPU {slot.gpu} "
+                   "is shared: a pod on it holds a share (gpu_share)", None, "missing")
+    elif found.sharing is not None:
+        shares.setdefault(key, []).append(pod.gpu_share or 0.0)
+    elif key in taken:
+        errors.add((*loc, "mig"), f"instance {slot.profile}@{slot.start} of node '{node.name}' GPU "
+                   f"{slot.gpu} is already held by '{taken[key]}'", None)
+    else:
+        taken[key] = job
 
 
 def _check_cost(errors: ErrorList, request: PlacementRequest) -> None:

@@ -25,8 +25,12 @@ def sharing_changes(problem: Problem, placement: Placement) -> list[SharingChang
 def mig_changes(problem: Problem, placement: Placement) -> list[MigChange]:
     out = []
     for (n, gpu), layout in sorted(placement.mig_layouts.items()):
-        out.append(MigChange(node=problem.nodes[n].name, gpu=gpu, mig_enabled=layout is not None,
-                             layout=[MigInstance(profile=name, start=s) for name, s in layout or ()]))
+        node = problem.nodes[n]
+        # a shared instance is never moved (the device view counts it occupied): it keeps its sharing
+        shared = {(i.profile.lower(), i.start): i.sharing for i in node.mig.get(gpu, ()) if i.sharing is not None}
+        out.append(MigChange(node=node.name, gpu=gpu, mig_enabled=layout is not None,
+                             layout=[MigInstance(profile=name, start=s, sharing=shared.get((name.lower(), s)))
+                                     for name, s in layout or ()]))
     return out
 
 

@@ -133,6 +133,10 @@ def build(request: PlacementRequest, nodes: tuple[Node, ...], models: tuple[str 
     known = catalog.profile_names()
     for j, job in enumerate(request.jobs):
         for k, task in enumerate(job.tasks):
+            if is_mig(task) and is_shared(task):
+                errors.add(("jobs", j, "tasks", k, "gpu_share"), "a share of a MIG instance (mig_profile with "
+                           "gpu_share) is valid and verified, but the planner does not place one yet: leave the job "
+                           "out of the request, or ask for a whole instance (drop gpu_share)", task.gpu_share)
             if is_mig(task) and not task.mig_auto and catalog.normalize_profile(task.mig_profile or "") not in known:
                 errors.add(("jobs", j, "tasks", k, "mig_profile"), f"unknown MIG profile '{task.mig_profile}' "
                            "(a name like 1g.10gb, 3g.40gb, 1g.10gb+me, or 'auto')", task.mig_profile)
@@ -182,7 +186,9 @@ def _node_mig(errors: ErrorList, i: int, node: Node, model: str | None,
         if problems or g in node.unhealthy_gpus:
             continue
         canon = [(_canonical(geo, name), start) for name, start in layout]
-        busy = occupied.get((i, g), set())
+        # a shared instance (time-slicing/MPS on MIG) is planned as occupied: it stays where it is, and no
+        # pod is placed on it (the planner does not place shares of MIG instances; the verifier checks them)
+        busy = occupied.get((i, g), set()) | {x.start for x in node.mig[g] if x.sharing is not None}
         out.append(MigGpu(node=i, gpu=g, occupied=sort_layout(x for x in canon if x[1] in busy),
                           free=sort_layout(x for x in canon if x[1] not in busy)))
     return tuple(out)

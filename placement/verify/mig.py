@@ -1,6 +1,7 @@
 """MIG: layouts the plan changes are legal for the GPU's catalog geometry, allowed by policy, and keep
 every running instance in place; each MIG pod holds an instance of its profile that exists after the
-plan and nobody else holds; no whole-GPU pod sits on a partitioned GPU.
+plan and nobody else holds, or a share of a shared instance within its limits (mig_sharing); no
+whole-GPU pod sits on a partitioned GPU.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from placement.catalog import MigGeometry, lookup
+from placement.verify import mig_sharing
 from placement.verify.context import EPS, Context, Expected, Resolved, num, pod_name
 from placement.verify.sharing import changed_gpu
 
@@ -19,10 +21,13 @@ def check_mig(ctx: Context) -> list[str]:
     out: list[str] = []
     policy = ctx.request.policy
     holds: dict[tuple[str, int, int], tuple[str, str]] = {}  # (node, gpu, start) -> (profile, running job)
+    whole: set[tuple[str, int, int]] = set()  # instances a running pod holds whole (not a share of)
     for rj in ctx.request.cluster.running:
         for pod in rj.pods:
             if pod.mig is not None and rj.job not in ctx.evicted:
                 holds[pod.node, pod.mig.gpu, pod.mig.start] = (pod.mig.profile, rj.job)
+                if pod.gpu_share is None:
+                    whole.add((pod.node, pod.mig.gpu, pod.mig.start))
     final: dict[tuple[str, int], list[tuple[str, int]] | None] = {
         (n.name, g): [(i.profile, i.start) for i in layout] for n in ctx.nodes.values() for g, layout in n.mig.items()
     }
@@ -60,14 +65,17 @@ def check_mig(ctx: Context) -> list[str]:
             if not kept:
                 out.append(f"mig: {where}: instance {profile}@{start} of running job {job} does not stay in place")
         final[m.node, m.gpu] = layout
-    taken = {key: f"running job {job}" for key, (_, job) in holds.items()}
+    taken = {key: f"running job {job}" for key, (_, job) in holds.items() if key in whole}
+    shares = mig_sharing.shared_after(ctx)
+    out.extend(mig_sharing.running_kept(ctx, shares))
     for r in ctx.resolved:
-        out.extend(_mig_pod(r, final, taken))
+        out.extend(_mig_pod(r, final, taken, shares))
+    out.extend(mig_sharing.within_limits(ctx, shares))
     return out
 
 
 def _mig_pod(r: Resolved, final: dict[tuple[str, int], list[tuple[str, int]] | None],
-             taken: dict[tuple[str, int, int], str]) -> list[str]:
+             taken: dict[tuple[str, int, int], str], shares: mig_sharing.Shares) -> list[str]:
     a, task, node = r.a, r.task, r.node
     if task.mig_profile is None:
         if a.mig is not None:
@@ -104,6 +112,9 @@ def _mig_pod(r: Resolved, final: dict[tuple[str, int], list[tuple[str, int]] | N
         out.append(f"mig: {where}: {got.name} has {num(got.memory_gib)} GiB, task needs "
                    f"{num(task.gpu_memory_gib)}")
     key = (node.name, slot.gpu, slot.start)
+    out.extend(mig_sharing.placed_pod(r, shares))
+    if key in shares.spec:
+        return out  # held in shares: mig_sharing.within_limits counts the holders
     if key in taken:
         out.append(f"mig: {where}: instance {slot.profile}@{slot.start} is already held by {taken[key]}")
     else:

@@ -26,6 +26,8 @@ def check_sharing(ctx: Context) -> list[str]:
     touched: list[tuple[str, int]] = []
     for r in ctx.resolved:
         a, task, node = r.a, r.task, r.node
+        if task.mig_profile is not None:
+            continue  # a share of a MIG instance: the mig rule (verify.mig_sharing) checks it
         if task.gpu_share is None:
             if a.gpu_share is not None:
                 out.append(f"sharing: {pod_name(a)} takes a GPU share but its task asks for none")
