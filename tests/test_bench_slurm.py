@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from placement.bench.cycles.state import TraceJob
-from placement.bench.slurm import run_one, table
+from placement.bench.slurm import kill_moments, run_one, table
 from placement.bench.slurm.placer import dilate
 from placement.bench.slurm.records import Ask, check, metrics, parse_jobcomp, parse_starts
 from placement.bench.slurm.replay import submissions
@@ -83,6 +83,13 @@ def test_checks_find_a_gpu_held_twice_a_job_not_whole_and_a_job_that_never_ended
     assert "3" in twice.not_once and twice.not_whole == {"2": "asked 2x8, got 1 nodes "}
     lost = check({**asks, "4": Ask("j4", 1, 1, 0)}, parse_jobcomp(LOG), sound)
     assert lost.not_once["4"].startswith("0 completion records")
+
+
+def test_kill_moments_are_spread_over_the_arrivals() -> None:
+    moments = kill_moments(20, 300.0, seed=1)
+    assert len(set(moments)) == 20 and moments == sorted(moments)
+    assert moments[0] >= 1.0 and moments[-1] <= 300.0 and moments[-1] - moments[0] > 150
+    assert kill_moments(20, 300.0, seed=1) == moments
 
 
 def test_the_placer_sees_the_request_in_trace_time() -> None:

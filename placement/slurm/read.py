@@ -49,6 +49,8 @@ HOLDING = {"RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING", "STOPPED"}
 HELD = {"JobHeldUser"}
 #: The one task of every job: Slurm's nodes of one job are identical slots.
 TASK = "main"
+#: Seconds a released job stays where it was let go before it may be placed again (see _released).
+RELEASE_GRACE_S = 30.0
 
 
 @dataclass
@@ -91,6 +93,8 @@ class Options:
     now: datetime | None = None
     #: the GPU model of nodes whose GRES types and features name none the catalog knows
     gpu_model: str = "H100-SXM5-80GB"
+    #: pin the chosen GPU indices where nodes allow it (False: ask Slurm for the count on each chosen node)
+    pin_gpus: bool = True
 
 
 def read(slurm: Slurm, options: Options | None = None) -> Snapshot:
@@ -192,6 +196,48 @@ def _running(job: dict[str, Any], nodes: dict[str, dict[str, Any]], prio: int) -
     return entry
 
 
+def _released(job: dict[str, Any], nodes: dict[str, dict[str, Any]], prio: int, now: datetime,
+              running: list[dict[str, Any]], busy: dict[str, dict[int, int]]) -> dict[str, Any] | None:
+    """A job the placer released onto its whole node list less than RELEASE_GRACE_S ago, as a running entry
+    there; None otherwise (it is then placed again, and moved if the plan wants it elsewhere).
+
+    Slurm takes 0.3-3 s from a release to the start, longer when it is busy. A plan made meanwhile is
+    free to put the job elsewhere, and a placer cycling faster than that moves it again and again
+    (hold, update, release) before Slurm ever starts it; with its GPUs counted as taken, the plan leaves
+    it where it was let go. Its GPUs are the indices it is pinned to, or, when it asks a count, the
+    lowest ones free on each node (Slurm picks which; only the count matters to the plan)."""
+    hosts = expand_hostlist(job.get("required_nodes") or "")
+    items = gres_items(job.get("tres_per_node") or "")
+    typed = sorted(i for i in (index_of_type(k) for k, _, _ in items) if i is not None)
+    count = sum(c for _, c, _ in items)
+    released_at = job.get("eligible_time") or 0
+    if (not hosts or len(hosts) != int(job.get("node_count") or 0) or any(h not in nodes for h in hosts)
+            or not count or job.get("tres_per_job") or now.timestamp() - released_at > RELEASE_GRACE_S):
+        return None
+    taken: dict[str, set[int]] = {h: {i for i, c in busy.get(h, {}).items() if c} for h in hosts}
+    for other in running:
+        for pod in other["pods"]:
+            if pod["node"] in taken:
+                taken[pod["node"]].update(pod["gpus"])
+    gpus: dict[str, list[int]] = {}
+    for h in hosts:
+        gpus[h] = typed if len(typed) == count else [i for i in range(nodes[h]["gpus"]) if i not in taken[h]][:count]
+        if len(gpus[h]) != count or any(i in taken[h] for i in gpus[h]):
+            return None
+    cpu_each = (job.get("cpus") or 0) / len(hosts)
+    mem = _memory_gib(job, cpu_each)
+    expected, max_h = _times(job)
+    entry = {"job": str(job["job_id"]), "priority": prio, "preemptible": False, "started_at": now.isoformat(),
+             "pods": [{"task": TASK, "node": h, "gpus": gpus[h], "cpu": cpu_each, "memory_gib": mem} for h in hosts]}
+    if job.get("account"):
+        entry["team"] = job["account"]
+    if expected:
+        entry["expected_runtime_h"] = expected
+    if max_h:
+        entry["max_runtime_h"] = max_h
+    return entry
+
+
 def _memory_gib(job: dict[str, Any], cpus_per_node: float) -> float:
     per_node, per_cpu = job.get("memory_per_node"), job.get("memory_per_cpu")
     if isinstance(per_node, int) and per_node > 0:
@@ -238,6 +284,7 @@ def build(sinfo_nodes: list[dict[str, Any]], squeue_jobs: list[dict[str, Any]], 
           options: Options) -> Snapshot:
     """The request from recorded or live command output (tests feed recorded JSON here)."""
     tiers, wanted = _tiers(partitions), options.partitions
+    now = options.now or datetime.now(timezone.utc)
     nodes: dict[str, dict[str, Any]] = {}
     pinnable: dict[str, bool] = {}
     busy: dict[str, dict[int, int]] = {}
@@ -247,10 +294,12 @@ def build(sinfo_nodes: list[dict[str, Any]], squeue_jobs: list[dict[str, Any]], 
         if not parts or n.get("name") in nodes:
             continue
         nodes[n["name"]], pinnable[n["name"]], busy[n["name"]] = _node(n, parts, options.gpu_model)
+        pinnable[n["name"]] = pinnable[n["name"]] and options.pin_gpus
         alloc[n["name"]] = float(n.get("alloc_cpus") or 0)
     running, pending, facts, skipped = [], [], {}, {}
     most = max((n["gpus"] for n in nodes.values()), default=0)
-    for job in squeue_jobs:
+    # jobs holding GPUs first, so a released job is kept where it was let go only if its GPUs are still free
+    for job in sorted(squeue_jobs, key=lambda j: str(j.get("job_state") or "") not in HOLDING):
         state = str(job.get("job_state") or "")
         jid = str(job.get("job_id"))
         prio = priority_of(job, tiers, options.qos_priority)
@@ -271,6 +320,13 @@ def build(sinfo_nodes: list[dict[str, Any]], squeue_jobs: list[dict[str, Any]], 
         held = job.get("state_reason") in HELD
         if not held and (job.get("state_reason") == "JobHeldAdmin" or not job.get("priority")):
             continue
+        if not held:
+            entry = _released(job, nodes, prio, now, running, busy)
+            if entry is not None:  # placed and let go moments ago: Slurm starts it there, nothing to decide
+                running.append(entry)
+                facts[jid] = base
+                base.state = "released"
+                continue
         ask, sel = _gpu_ask(job, most), _selector(job)
         if isinstance(ask, str) or isinstance(sel, str):
             skipped[jid] = ask if isinstance(ask, str) else str(sel)
@@ -297,7 +353,7 @@ def build(sinfo_nodes: list[dict[str, Any]], squeue_jobs: list[dict[str, Any]], 
         facts[jid] = base
     _hide_unclaimed(nodes, running, busy, alloc)
     policy = {"time_limit_s": 5.0, "deterministic": True, **options.policy}
-    policy["now"] = (options.now or datetime.now(timezone.utc)).isoformat()
+    policy["now"] = now.isoformat()
     pools = sorted({n["pool"] for n in nodes.values()})
     request = {"api_version": "placement/v1",
                "cluster": {"pools": [{"name": p} for p in pools], "nodes": list(nodes.values()), "running": running},

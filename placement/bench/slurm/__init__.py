@@ -35,12 +35,15 @@ SCHEDULER_PARAMETERS = "bf_interval=1,bf_resolution=1,sched_interval=1"
 RUNS = ("backfill", "placement")
 
 
-def _placer(lab: BenchLab, speedup: float, interval_s: float, solve: tuple[float, bool] | None) -> Placer:
+def _placer(lab: BenchLab, speedup: float, interval_s: float, solve: tuple[float, bool] | None,
+            pin: bool) -> Placer:
     env = {**lab.env, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     argv = [sys.executable, "-m", "placement.bench.slurm.placer", "--speedup", f"{speedup:g}",
             "--interval", f"{interval_s:g}"]
     if solve is not None:
         argv += ["--time-limit", f"{solve[0]:g}", *(["--wall-clock"] if solve[1] else [])]
+    if not pin:
+        argv.append("--no-pin")
     return Placer(argv, env, lab.root / "log" / "placer.log")
 
 
@@ -57,13 +60,21 @@ def _cycle_seconds(log: Path) -> tuple[list[float], list[float]]:
     return whole, plans
 
 
+def kill_moments(count: int, span_s: float, seed: int) -> list[float]:
+    """`count` moments spread at random over the arrivals (wall seconds from the start), when the queue is
+    busiest and a kill is likeliest to land between a job's update and its release."""
+    rng = random.Random(seed)
+    return sorted(rng.uniform(1.0, max(2.0, span_s)) for _ in range(count))
+
+
 def run_one(run: str, subs: list[Submission], *, root: Path, nodes: int, speedup: float, kills: int, seed: int,
-            interval_s: float, timeout_s: float, solve: tuple[float, bool] | None = None) -> dict[str, Any]:
+            interval_s: float, timeout_s: float, solve: tuple[float, bool] | None = None,
+            pin: bool = False) -> dict[str, Any]:
     """One replay in a fresh lab; its row of numbers, checks and settings."""
     lab = BenchLab(root, nodes=nodes, scheduler_parameters=SCHEDULER_PARAMETERS, hold=run == "placement")
-    placer = _placer(lab, speedup, interval_s, solve) if run == "placement" else None
+    placer = _placer(lab, speedup, interval_s, solve, pin) if run == "placement" else None
     arrivals = subs[-1].at_s if subs else 0.0
-    kill_at = sorted(random.Random(seed).uniform(1.0, max(2.0, arrivals)) for _ in range(kills)) if placer else []
+    kill_at = kill_moments(kills, arrivals, seed) if placer else []
     load_before = os.getloadavg()
     lab.start()
     try:
@@ -144,6 +155,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--placer-deterministic", action="store_true",
                     help="the time limit in CP-SAT's deterministic units, as the reader sets it "
                          "(default: wall seconds)")
+    ap.add_argument("--pin", action="store_true",
+                    help="pin the GPU indices placement chose (default: ask Slurm for the count on the chosen "
+                         "nodes; re-typing a job's GPUs on Slurm 22.05 delays its start, see docs/slurm.md)")
     ap.add_argument("--seed", type=int, default=1, help="seed of the kill moments")
     ap.add_argument("--timeout", type=float, default=None, help="wall seconds a run may take (default: from the trace)")
     ap.add_argument("--workdir", default=None, help="keep each run's lab (logs, completion log) here")
@@ -189,14 +203,15 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for run in runs:
         rows.append(run_one(run, subs, root=base / run, nodes=args.nodes, speedup=args.speedup, kills=args.kills,
-                            seed=args.seed, interval_s=args.interval, timeout_s=timeout, solve=solve))
+                            seed=args.seed, interval_s=args.interval, timeout_s=timeout, solve=solve,
+                            pin=args.pin))
         print(table(rows[-1:]), file=sys.stderr)
     settings = {"trace": args.trace, "jobs": len(jobs), "nodes": args.nodes, "gpus_per_node": 8,
                 "speedup": args.speedup, "estimates": args.estimates, "scheduler_parameters": SCHEDULER_PARAMETERS,
                 "placer_interval_s": args.interval,
                 "placer_solve": "reader default (5 deterministic units)" if solve is None else
                 f"{solve[0]:g} {'wall' if solve[1] else 'deterministic'} s",
-                "kills": args.kills, "seed": args.seed, "workdir": str(base),
+                "placer_pins_gpus": args.pin, "kills": args.kills, "seed": args.seed, "workdir": str(base),
                 "cpus": os.cpu_count()}
     print(f"slurm bench: {args.trace}, {len(jobs)} jobs, {args.nodes} nodes x 8 GPUs, speedup {args.speedup:g}, "
           f"estimates {args.estimates}, SchedulerParameters={SCHEDULER_PARAMETERS}, placer every {args.interval:g} s")

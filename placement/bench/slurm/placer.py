@@ -110,13 +110,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--wall-clock", action="store_true",
                     help="policy.deterministic false: the time limit in wall seconds (default: the reader's, "
                          "deterministic)")
+    ap.add_argument("--no-pin", action="store_true",
+                    help="ask Slurm for a GPU count on the chosen nodes instead of pinning the chosen indices")
     args = ap.parse_args(argv)
     policy: dict[str, Any] = {}
     if args.time_limit is not None:
         policy["time_limit_s"] = args.time_limit
     if args.wall_clock:
         policy["deterministic"] = False
-    options = Options(policy=policy)
+    options = Options(policy=policy, pin_gpus=not args.no_pin)
     slurm = Slurm()
     done = 0
     while args.cycles is None or done < args.cycles:
