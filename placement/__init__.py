@@ -2,6 +2,7 @@
 
 `plan(request)` compiles the cluster and every pending job into one CP-SAT model and returns a
 plan that an independent checker (`verify`) has passed. Both take plain dicts or models.
+`greedy_plan(request)` is the greedy floor alone, decoded: what every solve starts from.
 
 The public names are imported on first use, not with the package: `import placement.cli` (the
 `placement` command) must not pay for OR-Tools, numpy and pydantic before it knows whether it
@@ -18,13 +19,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from placement_models import PlacementRequest, Plan
 
-    from placement.api import parse, plan
+    from placement.api import greedy_plan, parse, plan
     from placement.whatif import what_if
 
 #: public name -> the module that defines it
-_LAZY = {"parse": "placement.api", "plan": "placement.api", "what_if": "placement.whatif"}
+_LAZY = {"greedy_plan": "placement.api", "parse": "placement.api", "plan": "placement.api",
+         "what_if": "placement.whatif"}
 
-__all__ = ["parse", "plan", "verify", "what_if"]
+__all__ = ["greedy_plan", "parse", "plan", "verify", "what_if"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,13 +1,20 @@
 """The library's door: `plan(request) -> Plan`, verified before it leaves.
 
-The pipeline, one stage per layer, each stage a module or package of its own:
+One call runs as numbered phases (`_plan`), each phase a module or package of its own:
 
-    validate (placement_models) → index the request (placement.problem), with the usage stage's
-    right-size offers (placement.rightsize) and without the jobs that can never fit
-    (placement.screen) → greedy (placement.baseline, the floor, ready in milliseconds) → compile
-    (placement.candidates, placement.compile) → search from the greedy plan (placement.search) →
-    decode and explain (placement.decode, placement.explain) → independent verification
-    (placement.verify).
+    1. front: presets spelled out (placement_models.presets), overdue jobs evicted (placement.timeline),
+       the request indexed with the usage stage's right-size offers (placement.rightsize) and without
+       the jobs that can never fit (placement.screen), reservations attached (placement.reservation),
+       and the greedy floor (placement.baseline), ready in milliseconds;
+    2. size: the (task, node) pairs the time left can compile (placement.budget);
+    3. compile and search from the greedy plan (placement.candidates, placement.compile,
+       placement.search), in rounds while they pay;
+    4. arrival order restored among interchangeable jobs (placement.compile.dominance);
+    5. decode and explain (placement.decode, placement.explain);
+    6. independent verification (placement.verify).
+
+`greedy_plan(request)` runs phase 1 alone and decodes its plan, so a bench that compares the solver with
+the greedy measures the greedy the product starts from, not a pipeline of its own.
 
 `policy.time_limit_s` bounds the whole call (placement.budget): the model is sized to the time
 left after the greedy plan, the search stops early enough for decode and verify, and
@@ -23,33 +30,23 @@ import gc
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from placement_models import PlacementRequest, Plan, presets
+from placement_models import PlacementRequest, Plan, SolverStats, presets
 
 from placement import candidates, pricing, reservation, screen, search, timeline
 from placement import compile as compiler
 from placement.baseline import greedy
-from placement.budget import Budget
+from placement.budget import Budget, PairLimits
 from placement.compile import dominance
 from placement.decode import decode, schedule
+from placement.problem import Problem
+from placement.solution import Placement
 from placement.verify import check
 
 #: Rounds of trimming and solving at most (wall-clock mode; deterministic mode runs one).
 MAX_ROUNDS = 4
-
-
-def _another_round(found: search.Found, budget: Budget, reserve: float, stop: threading.Event | None,
-                   rounds: int, limit: float) -> bool:
-    """Would another round of trimming and solving pay? Only after a trimmed model was solved to its own
-    optimum (more time on it finds nothing), with a gap left to the whole-problem bound beyond what
-    `policy.relative_gap_limit` accepts, and 1.5 times the time the rounds so far took each still left."""
-    s = found.stats
-    return (not budget.deterministic and s.restricted and s.status == "OPTIMAL"
-            and (s.gap or 0.0) > max(1e-6, limit)
-            and not (stop is not None and stop.is_set()) and rounds < MAX_ROUNDS
-            and budget.left() - reserve > 1.5 * (budget.used() - (s.first_plan_s or 0.0)) / rounds)
 
 
 def parse(request: PlacementRequest | dict[str, Any]) -> PlacementRequest:
@@ -66,6 +63,22 @@ def plan(request: PlacementRequest | dict[str, Any], *, log: Callable[[str], Non
     """
     req = presets.resolve(parse(request))  # `policy.preset` spelled out as the fields it stands for
     return _plan(req, log, stop)
+
+
+def greedy_plan(request: PlacementRequest | dict[str, Any]) -> Plan:
+    """The greedy floor alone, decoded like any plan: phase 1 of `plan` (presets, overdue eviction, screen,
+    reservations, the greedy with the pools' peak reserve held back), no model and no search.
+
+    Benches that compare the solver with the greedy call this, so both sides see the same request the
+    product sees. No model scores the plan: its objective terms are empty and its status is `feasible`;
+    the plan is not verified here (a bench verifies what it measures).
+    """
+    req = presets.resolve(parse(request))
+    budget = Budget(req.policy.time_limit_s, req.policy.deterministic)
+    front = _front(req, budget)
+    with _collector_paused():
+        out = decode(front.problem, front.baseline, {}, "feasible", SolverStats(status="SKIPPED"))
+        return schedule.with_evicted(out, front.evicted)
 
 
 _paused = 0
@@ -97,51 +110,88 @@ def _collector_paused() -> Iterator[None]:
                 gc.enable()
 
 
-def _plan(req: PlacementRequest, log: Callable[[str], None] | None, stop: threading.Event | None) -> Plan:
-    budget = Budget(req.policy.time_limit_s, req.policy.deterministic)
+@dataclass(frozen=True)
+class _Front:
+    """What phase 1 hands on: the indexed, screened problem, the greedy floor, and the overdue jobs
+    evicted before indexing (decode lists them as preempted)."""
+
+    problem: Problem
+    baseline: Placement
+    evicted: list[timeline.Late]
+
+
+def _front(req: PlacementRequest, budget: Budget) -> _Front:
+    """Phase 1, shared by `plan` and `greedy_plan` so both start from the same floor."""
     with _collector_paused():
-        planned, stopped = timeline.without_overdue(req)  # policy.overdue evict: overdue jobs' GPUs are free
+        planned, evicted = timeline.without_overdue(req)  # policy.overdue evict: overdue jobs' GPUs are free
         problem = screen.build_problem(planned)  # right-size offers beside declared tasks; never-fitting jobs out
         problem = reservation.attach(problem)  # starved jobs (policy.max_wait_h) start now or hold nodes
         budget.lap("problem")
         baseline = greedy(problem, pricing.held_back(req, problem.nodes, problem.free))  # reserve honoured
         budget.lap("greedy")
+    return _Front(problem, baseline, evicted)
 
-    # The model gets the pairs the time left can compile, after decode and verify's share; out of time,
-    # only the greedy plan's own pairs (the model then just scores it, and the search is skipped).
-    reserve = search.reserve_s(problem, req.policy, budget)
-    affordable = budget.pairs(reserve)
-    per_task = affordable // max(1, len(problem.tasks))
-    max_pairs = min(candidates.MAX_PAIRS, affordable)
-    min_per_task = 0 if not affordable else 1 if per_task < candidates.MIN_PER_TASK else candidates.MIN_PER_TASK
+
+def _another_round(found: search.Found, improved: bool, rounds: int, last_s: float | None, budget: Budget,
+                   reserve: float, stop: threading.Event | None, limit: float) -> bool:
+    """Would another round of trimming and solving pay? Only after a trimmed model was solved to its own
+    optimum (more time on it finds nothing) and the last round improved the plan, with a gap left to the
+    whole-problem bound beyond what `policy.relative_gap_limit` accepts, fewer than MAX_ROUNDS rounds so
+    far, and time for another round (`Budget.round_pays`: judged by the mean round so far and by the last
+    one, `last_s`; None after the first round, which is its own mean)."""
+    s = found.stats
+    if not (improved and s.restricted and s.status == "OPTIMAL" and (s.gap or 0.0) > max(1e-6, limit)
+            and not (stop is not None and stop.is_set()) and rounds < MAX_ROUNDS):
+        return False
+    mean_s = (budget.used() - (s.first_plan_s or 0.0)) / rounds
+    return budget.round_pays(reserve, mean_s, mean_s if last_s is None else last_s)
+
+
+def _compile(problem: Problem, around: Placement, limits: PairLimits, idle: frozenset[int]) -> compiler.ModelContext:
+    """The model over the candidate pairs the limits allow, trimmed around `around` (the greedy plan, or the
+    last round's)."""
     with _collector_paused():
-        idle = dominance.dominated_tasks(problem, baseline)  # interchangeable jobs no optimal plan needs
-        ctx = compiler.build(problem, candidates.select(problem, baseline, max_pairs, min_per_task, idle),
-                              idle)
-    found = search.run(ctx, baseline, budget, log=log, stop=stop)
-    rounds = 1
-    while _another_round(found, budget, reserve, stop, rounds, req.policy.relative_gap_limit):
-        # The trimmed model is solved and time is left: trim again around its plan (the repairs now aim
-        # at what still waits) and solve again, as long as rounds pay.
+        return compiler.build(problem, candidates.select(problem, around, limits.total, limits.per_task, idle), idle)
+
+
+def _plan(req: PlacementRequest, log: Callable[[str], None] | None, stop: threading.Event | None) -> Plan:
+    budget = Budget(req.policy.time_limit_s, req.policy.deterministic)
+    # 1. Front: the request indexed and screened, reservations attached, the greedy floor.
+    front = _front(req, budget)
+    problem = front.problem
+
+    # 2. Size: the model gets the pairs the time left can compile, after decode and verify's share; out of
+    #    time, only the greedy plan's own pairs (the model then just scores it, and the search is skipped).
+    reserve = search.reserve_s(problem, req.policy, budget)
+    limits = budget.pair_limits(reserve, len(problem.tasks), candidates.MAX_PAIRS, candidates.MIN_PER_TASK)
+
+    # 3. Compile and search; while rounds pay, trim again around the last plan (the repairs now aim at what
+    #    still waits) and solve again.
+    with _collector_paused():
+        idle = dominance.dominated_tasks(problem, front.baseline)  # interchangeable jobs no optimal plan needs
+    found = search.run(_compile(problem, front.baseline, limits, idle), front.baseline, budget, log=log, stop=stop)
+    rounds, improved, last_s = 1, True, None
+    while _another_round(found, improved, rounds, last_s, budget, reserve, stop, req.policy.relative_gap_limit):
         began = budget.used()
-        with _collector_paused():
-            ctx = compiler.build(problem, candidates.select(problem, found.placement, max_pairs, min_per_task, idle),
-                                  idle)
-        again = search.run(ctx, found.placement, budget, log=log, stop=stop,
-                           greedy_score=found.stats.baseline_objective)
+        again = search.run(_compile(problem, found.placement, limits, idle), found.placement, budget, log=log,
+                           stop=stop, greedy_score=found.stats.baseline_objective)
         rounds += 1
-        better = (again.stats.objective or 0.0) > (found.stats.objective or 0.0) + 1e-9
-        found = again if better else found
-        if not better or budget.left() - reserve < 1.5 * (budget.used() - began):
-            break
+        last_s = budget.used() - began
+        improved = (again.stats.objective or 0.0) > (found.stats.objective or 0.0) + 1e-9
+        found = again if improved else found
     if rounds > 1:
         found = replace(found, stats=found.stats.model_copy(update={"rounds": rounds}))
-    ordered, terms = dominance.in_arrival_order(problem, found.placement, found.terms)  # rounding ties: oldest
+
+    # 4. Arrival order restored among interchangeable jobs (rounding ties go to the oldest).
+    ordered, terms = dominance.in_arrival_order(problem, found.placement, found.terms)
     found = replace(found, placement=ordered, terms=terms)
+
     with _collector_paused():
-        out = decode(problem, found.placement, found.terms, found.status, found.stats)  # the request's own names
-        out = schedule.with_evicted(out, stopped)
+        # 5. Decode and explain, in the request's own names.
+        out = decode(problem, found.placement, found.terms, found.status, found.stats)
+        out = schedule.with_evicted(out, front.evicted)
         budget.lap("decode")
+        # 6. Verify: independent of everything above.
         check(req, out)
         budget.lap("verify")
     return out.model_copy(update={"solver": out.solver.model_copy(update={"phases": dict(budget.phases)})})

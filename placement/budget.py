@@ -21,6 +21,17 @@ PAIRS_PER_S = 20_000
 COMPILE_SHARE = 0.3
 #: Phases in the order a call runs them (the plan reports each one's seconds).
 PHASES = ("problem", "greedy", "compile", "bound", "search", "decode", "verify")
+#: Another round of trimming and solving starts only with this many times a round's time left: a round
+#: that runs out of time mid-search returns little, and the call must still end within its limit.
+ROUND_MARGIN = 1.5
+
+
+@dataclass(frozen=True)
+class PairLimits:
+    """The model's size: (task, node) pairs in all, and the pairs each task keeps at least."""
+
+    total: int
+    per_task: int
 
 
 @dataclass
@@ -52,3 +63,19 @@ class Budget:
         `reserve_s` kept for decode and verify. Deterministic mode counts from the limit alone."""
         left = self.limit_s if self.deterministic else self.left()
         return max(0, int(COMPILE_SHARE * max(0.0, left - reserve_s) * PAIRS_PER_S))
+
+    def pair_limits(self, reserve_s: float, tasks: int, cap: int, floor: int) -> PairLimits:
+        """What the model may hold: the affordable pairs (`pairs`), at most `cap` in all; each task keeps
+        `floor` pairs when its even share of the affordable pairs reaches it, else one. With nothing
+        affordable, no task keeps any: the model holds only the greedy plan's own pairs and just scores it.
+        The caller passes the candidate stage's constants (`cap`, `floor`), which this layer cannot import."""
+        affordable = self.pairs(reserve_s)
+        share = affordable // max(1, tasks)
+        return PairLimits(min(cap, affordable), 0 if not affordable else 1 if share < floor else floor)
+
+    def round_pays(self, reserve_s: float, mean_s: float, last_s: float) -> bool:
+        """Is there time for another round of trimming and solving? ROUND_MARGIN times the mean round so far,
+        and times the last round, still left after `reserve_s`. Never in deterministic mode, where no
+        decision reads the clock (one round)."""
+        left = self.left() - reserve_s
+        return not self.deterministic and left > ROUND_MARGIN * mean_s and not left < ROUND_MARGIN * last_s

@@ -324,14 +324,18 @@ def test_brute_force_sanity_on_a_hand_checked_instance() -> None:
     assert plan.objective.terms == {"priority": 80.0, "fragmentation": -0.2}
 
 
-def test_solver_beats_greedy_when_greedy_blocks_itself() -> None:
-    # Greedy takes the bigger gang first (3 GPUs over both 2-GPU nodes), after which neither 2-GPU
-    # job fits; the two 2-GPU jobs, one per node, are worth more (4 GPUs vs 3).
-    req = _tiny([_h100("a", 2), _h100("b", 2)], [
+def _greedy_blocks_itself() -> dict[str, Any]:
+    """Greedy takes the bigger gang first (3 GPUs over both 2-GPU nodes), after which neither 2-GPU
+    job fits; the two 2-GPU jobs, one per node, are worth more (4 GPUs vs 3)."""
+    return _tiny([_h100("a", 2), _h100("b", 2)], [
         {"name": "big", "tasks": [{"name": "w", "gpus": 1, "replicas": 3}]},
         {"name": "x", "tasks": [{"name": "w", "gpus": 2}]},
         {"name": "y", "tasks": [{"name": "w", "gpus": 2}]},
     ], weights={"fragmentation": 0.0})
+
+
+def test_solver_beats_greedy_when_greedy_blocks_itself() -> None:
+    req = _greedy_blocks_itself()
     plan = placement.plan(req)
     assert plan.solver.baseline_objective == 3.0
     assert plan.objective.total == brute_force(req) == 4.0 + 0.0
@@ -473,3 +477,12 @@ def test_every_field_at_its_bound_plans_and_verifies() -> None:
     result = placement.plan(req)
     assert result.status in ("optimal", "feasible")
     assert placement.verify(PlacementRequest.model_validate(req), result) == []
+
+
+def test_greedy_plan_is_the_floor_the_solver_starts_from() -> None:
+    req = _greedy_blocks_itself()
+    floor = placement.greedy_plan(req)
+    assert {a.job for a in floor.assignments} == {"big"}  # the greedy blocks itself
+    assert placement.verify(req, floor) == []
+    assert floor.solver.status == "SKIPPED"
+    assert placement.plan(req).solver.baseline_objective == 3.0  # the same floor, scored by the model

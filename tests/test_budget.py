@@ -1,10 +1,11 @@
-"""The call's budget: phases add up, the model's pairs come from the time left (or the limit alone)."""
+"""The call's budget: phases add up, the model's pairs come from the time left (or the limit alone), rounds stop
+when they no longer fit."""
 
 from __future__ import annotations
 
 import time
 
-from placement.budget import COMPILE_SHARE, PAIRS_PER_S, Budget
+from placement.budget import COMPILE_SHARE, PAIRS_PER_S, ROUND_MARGIN, Budget, PairLimits
 
 
 def test_laps_add_up_to_the_time_used() -> None:
@@ -28,3 +29,21 @@ def test_no_pairs_once_the_time_is_gone() -> None:
     assert budget.left() < 0
     assert budget.pairs(0.1) == 0
     assert Budget(10.0).pairs(2.0) > 0
+
+
+def test_pair_limits_cap_the_total_and_keep_a_floor_per_task() -> None:
+    budget = Budget(2.0, deterministic=True)
+    affordable = budget.pairs(0.5)
+    assert budget.pair_limits(0.5, 10, cap=10**9, floor=12) == PairLimits(affordable, 12)
+    assert budget.pair_limits(0.5, 10, cap=100, floor=12).total == 100
+    assert budget.pair_limits(0.5, affordable, cap=10**9, floor=12).per_task == 1  # share below the floor
+    assert Budget(1.0, start=time.perf_counter() - 5.0).pair_limits(0.1, 10, 100, 12) == PairLimits(0, 0)
+
+
+def test_rounds_pay_only_with_the_mean_and_the_last_round_left_and_never_deterministic() -> None:
+    budget = Budget(10.0)
+    assert budget.round_pays(0.0, mean_s=1.0, last_s=1.0)
+    assert not budget.round_pays(0.0, mean_s=1.0, last_s=ROUND_MARGIN * 10.0)  # the last round was long
+    assert not budget.round_pays(0.0, mean_s=ROUND_MARGIN * 10.0, last_s=1.0)  # rounds were long on average
+    assert not budget.round_pays(9.5, mean_s=1.0, last_s=1.0)  # decode and verify's share is kept
+    assert not Budget(10.0, deterministic=True).round_pays(0.0, mean_s=0.0, last_s=0.0)

@@ -17,7 +17,9 @@ Methods, all scored with the same `placement.pricing` formulas (compute + expect
 * **all on-demand** — the same solver with spot forbidden to every job (what a cluster without a
   cost model that plays safe does);
 * **greedy spot-first** — spot_ok jobs go to spot first (cheapest capacity, no notion of reclaim
-  risk), everything else best-fit, in the greedy's priority order: Kueue's ordered flavors.
+  risk), everything else best-fit, in the greedy's priority order: Kueue's ordered flavors;
+* **greedy** — `placement.api.greedy_plan`: the product's greedy floor alone (the same screen,
+  reservations and peak reserve as `placement.plan`), the plan every solve starts from.
 
 Metric: expected cost per placed GPU-hour (lower is better) beside the GPU-hours and jobs placed,
 since a plan can look cheap by placing less or other work. The default queues (2 jobs per node)
@@ -44,7 +46,7 @@ from placement_models import PlacementRequest
 
 from placement import pricing
 from placement import problem as problem_mod
-from placement.api import plan
+from placement.api import greedy_plan, plan
 from placement.baseline import greedy
 from placement.generate import generate
 from placement.solution import Placement
@@ -197,7 +199,7 @@ def run_one(nodes: int, jobs: int, seed: int, fleet: list[tuple[str, int, int]],
         "instance": f"{nodes}x{jobs}/s{seed}",
         "ours": _score(ours.cost), "all on-demand": _score(od.cost),
         "greedy spot-first": score_placement(request, spot_first(request)),
-        "greedy": score_placement(request, greedy(problem_mod.build(request))),
+        "greedy": _score(greedy_plan(request).cost),
         "model": f"{ours.solver.variables} vars / {ours.solver.constraints} cons, build {ours.solver.build_s:.2f}s, "
                  f"total {ours_s:.1f}s, {ours.solver.winner}",
     }

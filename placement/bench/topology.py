@@ -3,8 +3,8 @@
 Why: every peer scheduler (Volcano, Kueue, KAI) places topology greedily, one gang at a time, and their users
 report gangs split across domains and small jobs scattered over NVL72 racks until no empty rack
 is left. This bench measures exactly that on seeded synthetic clusters, for the plan
-`placement.plan` returns and for the greedy alone (Kueue's BestFit: the fullest domain that fits,
-the hint and fallback of every solve):
+`placement.plan` returns and for the greedy alone (`placement.api.greedy_plan`, Kueue's BestFit: the
+fullest domain that fits, the hint and fallback of every solve):
 
 * placed GPUs, and GPUs of topology gangs placed;
 * gangs inside one domain: multi-node gangs inside one NVLink domain / one rack;
@@ -30,12 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from placement_models import PlacementRequest, SolverStats
+from placement_models import PlacementRequest
 
-from placement import problem as problem_mod
-from placement.api import plan
-from placement.baseline import greedy
-from placement.decode import decode
+from placement.api import greedy_plan, plan
 from placement.verify import topology_report, verify
 
 TRAYS = 18  # compute trays per NVL72 rack
@@ -131,13 +128,6 @@ def measure(request: PlacementRequest, result: Any) -> dict[str, Any]:
         "racks_per_gang": report["domains_per_multi_node_gang"].get("rack"),
         "violations": len(verify(request, result)),
     }
-
-
-def greedy_plan(request: PlacementRequest) -> Any:
-    """The greedy alone, decoded like any plan (same pod numbering and GPU choice)."""
-    problem = problem_mod.build(request)
-    placement = greedy(problem)
-    return decode(problem, placement, {}, "feasible", SolverStats(status="SKIPPED"))
 
 
 def run_one(name: str, data: dict[str, Any], time_limit: float, workers: int, deterministic: bool) -> dict[str, Any]:
