@@ -108,7 +108,7 @@ async def what_if(request: Request) -> Response:
                 raise bodies.unprocessable(exc, ["body", "request"] if k == 0 else
                                            ["body", "scenarios", k - 1]) from None
         columns = [
-            WhatIfColumn(name=name, time_limit_s=limit, row=whatif.summarise(name, req, plan),
+            WhatIfColumn(name=name, time_limit_s=limit, row=whatif.summarise(name, req, plan, requests[0]),
                          diff=None if k == 0 else whatif.diff(plans[0], plan, requests[0]), plan=plan)
             for k, (name, req, plan, limit) in enumerate(zip(names, requests, plans, limits, strict=True))
         ]

@@ -75,6 +75,7 @@ def test_columns_equal_separate_plan_solves(client: TestClient) -> None:
     rows = {c["name"]: c["row"] for c in columns}
     assert (rows["base"]["gpus_placed"], rows["off-peak"]["gpus_placed"], rows["grow"]["gpus_placed"]) == (8, 8, 16)
     assert rows["base"]["placed_cost_per_hour"] == pytest.approx(32.0)
+    assert (rows["off-peak"]["objective_comparable"], rows["grow"]["nodes_added"]) == (False, 1)
     # Off-peak the deferrable job goes first and takes the one free node from "big".
     assert (columns[1]["diff"]["placed"], columns[1]["diff"]["pending"]) == (["late"], ["big"])
     metrics = client.get("/metrics").text
