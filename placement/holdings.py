@@ -35,8 +35,8 @@ def task_milli(problem: Problem, t: int, nodes: np.ndarray | list[int]) -> np.nd
 
 def _mig_per_node(problem: Problem, spec: Task) -> np.ndarray:
     """(N,) milli-GPU of a MIG task's instance per node, once per (profile, gpu_memory_gib) and problem."""
-    key = ("quota_mig_milli", spec.mig_profile, spec.gpu_memory_gib)
-    hit = problem.extras.get(key)
+    key = (spec.mig_profile, spec.gpu_memory_gib)
+    hit = problem.facts.mig_milli.get(key)
     if hit is None:
         per_model: dict[str | None, int] = {}
         out = np.zeros(problem.n_nodes, dtype=np.int64)
@@ -46,8 +46,8 @@ def _mig_per_node(problem: Problem, spec: Task) -> np.ndarray:
                 found = devices.profile_for(spec, geo)
                 per_model[model] = slice_milli(geo, found) if geo is not None and found is not None else 0
             out[n] = per_model[model]
-        hit = problem.extras[key] = out
-    return hit  # type: ignore[return-value]
+        hit = problem.facts.mig_milli[key] = out
+    return hit
 
 
 def pod_milli(problem: Problem, t: int, n: int) -> int:
@@ -78,11 +78,11 @@ def use_of(problem: Problem, counts: Mapping[tuple[int, int], int]) -> np.ndarra
 def running_use(problem: Problem, r: int) -> np.ndarray:
     """(len(nodes), 3) what running job r holds on each of its nodes (aligned with `running[r].nodes`):
     milli-GPU, milli-CPU, MiB."""
-    key = ("quota_running_use", id(problem.running))
-    cached = problem.extras.get(key)
+    key = id(problem.running)
+    cached = problem.facts.running_use.get(key)
     if cached is None:
-        cached = problem.extras[key] = tuple(_running_use(problem, info.index) for info in problem.running)
-    return cached[r]  # type: ignore[index]
+        cached = problem.facts.running_use[key] = tuple(_running_use(problem, info.index) for info in problem.running)
+    return cached[r]
 
 
 def _running_use(problem: Problem, r: int) -> np.ndarray:

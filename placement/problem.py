@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 from placement_models import ErrorList, Job, Node, PlacementRequest, PreemptionRules, RunningJob, Task
@@ -140,6 +142,72 @@ def allowed_rules(rules: PreemptionRules | None, priority: int, submitted_at: da
     return tuple(out)
 
 
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, eq=False)
+class Slot(Generic[T]):
+    """A typed key for a fact that a module above this layer keeps for a problem's lifetime (the problem
+    layer cannot name those modules' types without importing upward). Each owner declares its slot once,
+    as a module constant; `per_view` slots are answered only for the first problem that asks: views made
+    with `replace(problem, ...)` share `Problem.facts` but not their devices, candidates or schedule, so
+    they get a fresh value on every call instead."""
+
+    name: str
+    per_view: bool = False
+
+
+@dataclass
+class Facts:
+    """What is derived from a problem once and kept for its lifetime, one field per fact, each built on first
+    use (a plan that never explains a MIG job never builds the MIG tables). Views made with
+    `replace(problem, ...)` share this object (a dataclass field is copied by reference), as they share the
+    request, nodes and running jobs these facts are read from."""
+
+    #: Domains per level and in-node GPU graphs (`Problem.topology`; built in `build`, which rejects bad
+    #: topology input with its path).
+    topology: topology.ClusterTopology | None = None
+    #: What the preemption rules read of pending and running jobs (`Problem.rule_kind`, `eviction_rules`).
+    rule_kinds: RuleKinds | None = None
+    #: Does the greedy need the device ledger (`Problem.needs_device_ledger`); explain asks once per job.
+    devices_needed: bool | None = None
+    #: Set by `placement.screen`: the problem before screening and the indices of the jobs dropped from it.
+    screened: tuple[Problem, list[int]] | None = None
+    #: Milli-GPU per unit of the soft terms' variables (`placement.compile.quota.quantum`).
+    quota_quantum: int | None = None
+    #: Class weights and the nominal bonus per priority level (`placement.compile.priority`).
+    class_tiers: tuple[dict[int, float], dict[int, float]] | None = None
+    #: Did the strict class weights reach their cap (`placement.compile.priority.is_strict`)?
+    class_weights_capped: bool = False
+    #: Per pending job, the alignment term's charge per GPU (`placement.compile.alignment`; dominance asks
+    #: for every job).
+    alignment_charges: dict[int, float] | None = None
+    #: (N,) milli-GPU of a MIG instance per node, per (profile, gpu_memory_gib) (`placement.holdings`).
+    mig_milli: dict[tuple[str | None, float | None], np.ndarray] = field(default_factory=dict)
+    #: What each running job holds on its nodes, keyed by the identity of the running tuple it was built for
+    #: (`placement.holdings.running_use`).
+    running_use: dict[int, tuple[np.ndarray, ...]] = field(default_factory=dict)
+    #: Facts of modules above this layer, under their own typed `Slot`s (with the problem that owns each).
+    slots: dict[Slot[Any], tuple[object, Any]] = field(default_factory=dict)
+
+    def slot(self, key: Slot[T], owner: object, make: Callable[[], T]) -> T:
+        """The fact under `key`, made by `make` on first use; a `per_view` slot answers only its `owner`
+        (the first problem that asked), every other view gets a fresh `make()`."""
+        hit = self.slots.get(key)
+        if hit is None:
+            value = make()
+            self.slots[key] = (owner, value)
+            return value
+        if key.per_view and hit[0] is not owner:
+            return make()
+        found: T = hit[1]
+        return found
+
+    def put(self, key: Slot[T], owner: object, value: T) -> None:
+        """Keep `value` under `key`, replacing what was there."""
+        self.slots[key] = (owner, value)
+
+
 @dataclass(frozen=True)
 class Problem:
     request: PlacementRequest
@@ -152,7 +220,8 @@ class Problem:
     jobs: tuple[Job, ...]
     tasks: tuple[TaskInfo, ...]
     job_tasks: tuple[tuple[int, ...], ...]
-    extras: dict[str, object] = field(default_factory=dict)
+    #: facts derived once and kept for the problem's lifetime, shared by `replace` views (`Facts`)
+    facts: Facts = field(default_factory=Facts)
     # --- teams ---
     running: tuple[RunningInfo, ...] = ()
     teams: TeamIndex | None = None
@@ -182,11 +251,9 @@ class Problem:
         return self._kinds().kind(self.jobs[j], self.job_team[j] if self.job_team else -1)
 
     def _kinds(self) -> RuleKinds:
-        kinds = self.extras.get("rule_kinds")
-        if kinds is None:
-            kinds = self.extras["rule_kinds"] = RuleKinds(self.request, self.running)
-        assert isinstance(kinds, RuleKinds)
-        return kinds
+        if self.facts.rule_kinds is None:
+            self.facts.rule_kinds = RuleKinds(self.request, self.running)
+        return self.facts.rule_kinds
 
     @property
     def n_nodes(self) -> int:
@@ -201,10 +268,9 @@ class Problem:
 
     def topology(self) -> topology.ClusterTopology:
         """Domains per level and in-node GPU graphs, built once in `build` (nodes include added ones)."""
-        view = self.extras.get("topology")
-        if view is None:
-            view = self.extras["topology"] = topology.cluster_topology(self.request, self.nodes)
-        return view  # type: ignore[return-value]
+        if self.facts.topology is None:
+            self.facts.topology = topology.cluster_topology(self.request, self.nodes)
+        return self.facts.topology
 
     def device_view(self) -> DeviceView:
         """The device view (every built problem has one; a hand-made one for a test may not)."""
@@ -218,13 +284,12 @@ class Problem:
 
     def needs_device_ledger(self) -> bool:
         """Does the greedy need the device ledger? (MIG/shared pods, or idle partitioned GPUs it may make whole)"""
-        cached = self.extras.get("devices_needed")
-        if cached is None:  # asked once per pending job by explain: answer from the first look
+        if self.facts.devices_needed is None:  # asked once per pending job by explain: answer from the first look
             view = self.devices
-            cached = view is not None and (any(devices.uses_devices(t.spec) for t in self.tasks) or bool(
-                view.changes and any(g.idle for gpus in view.mig for g in gpus)))
-            self.extras["devices_needed"] = cached
-        return bool(cached)
+            self.facts.devices_needed = view is not None and (any(devices.uses_devices(t.spec) for t in self.tasks)
+                                                              or bool(view.changes and any(g.idle for gpus in view.mig
+                                                                                           for g in gpus)))
+        return self.facts.devices_needed
 
 
 def _on_devices(info: TaskInfo, view: DeviceView) -> TaskInfo:
@@ -310,7 +375,7 @@ def build(request: PlacementRequest) -> Problem:
         free=free, free_gpu_ids=free_ids, jobs=tuple(request.jobs), tasks=tuple(tasks),
         job_tasks=tuple(job_tasks), running=running, teams=teams, job_team=job_team, devices=view,
         # domains per level and in-node GPU graphs; bad topology input is rejected here, with its path
-        extras={"topology": topology.cluster_topology(request, nodes), "rule_kinds": kinds},
+        facts=Facts(topology=topology.cluster_topology(request, nodes), rule_kinds=kinds),
     )
 
 

@@ -27,10 +27,8 @@ from placement_models import PlacementRequest
 
 from placement import devices
 from placement import problem as problem_mod
-from placement.problem import Problem
+from placement.problem import Problem, Slot
 
-#: Key of the offers in `Problem.extras`.
-EXTRA = "right_size"
 #: The alternative task's name: the declared task's, with this suffix ('~' keeps it apart from real names).
 SUFFIX = "~right-size"
 
@@ -131,8 +129,12 @@ def build_problem(request: PlacementRequest) -> Problem:
         tasks[p.alternative] = replace(info, candidates=info.candidates[keep], max_per_node=info.max_per_node[keep],
                                        funnel=(*info.funnel, ("right_size_compute", int(keep.sum()))))
     problem = replace(problem, tasks=tuple(tasks))
-    problem.extras[EXTRA] = found
+    problem.facts.put(_PAIRS, problem, found)
     return problem
+
+
+#: The offers of a problem built by `build_problem` (none when nobody opts in).
+_PAIRS: Slot[list[Pair]] = Slot("right_size")
 
 
 def _compute_ok(problem: Problem, p: Pair) -> np.ndarray:
@@ -162,9 +164,7 @@ def _pairs(problem: Problem, chosen: list[Offer]) -> list[Pair]:
 
 
 def pairs(problem: Problem) -> list[Pair]:
-    found = problem.extras.get(EXTRA, [])
-    assert isinstance(found, list)
-    return found
+    return problem.facts.slot(_PAIRS, problem, list)
 
 
 def gang_minimums(problem: Problem, j: int) -> list[tuple[tuple[int, ...], int]]:

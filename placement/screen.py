@@ -25,9 +25,6 @@ from placement_models import PlacementRequest
 from placement import rightsize
 from placement.problem import Problem
 
-#: Key in `Problem.extras`: (the problem before screening, the screened jobs' indices in it).
-EXTRA = "screened"
-
 
 def build_problem(request: PlacementRequest) -> Problem:
     """The problem of `request` without the jobs that can never fit (with right-size offers, as
@@ -39,14 +36,13 @@ def build_problem(request: PlacementRequest) -> Problem:
     gone = {problem.jobs[j].name for j in hopeless}
     kept = request.model_copy(update={"jobs": [job for job in request.jobs if job.name not in gone]})
     screened = rightsize.build_problem(kept)
-    screened.extras[EXTRA] = (problem, hopeless)
+    screened.facts.screened = (problem, hopeless)
     return screened
 
 
 def screened(problem: Problem) -> tuple[Problem, list[int]] | None:
     """(the problem before screening, the indices of the jobs dropped from it), or None."""
-    found = problem.extras.get(EXTRA)
-    return found  # type: ignore[return-value]
+    return problem.facts.screened
 
 
 def could_fit(problem: Problem, j: int) -> bool:

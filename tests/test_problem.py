@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,8 @@ from placement_models import PlacementRequest
 from pydantic import ValidationError
 
 from placement import catalog
-from placement.problem import Problem, build, cpu_units, mem_units
+from placement.generate import generate
+from placement.problem import Problem, Slot, build, cpu_units, mem_units
 
 H100 = "H100-SXM5-80GB"  # 80 GiB per GPU
 A100_40 = "A100-SXM4-40GB"  # 40 GiB per GPU
@@ -245,3 +247,16 @@ def test_tasks_of_one_shape_share_read_only_arrays() -> None:
         assert arr is not None and not arr.flags.writeable
         with pytest.raises(ValueError):
             arr[0] = 0
+
+
+def test_views_share_their_facts_and_a_per_view_slot_answers_only_its_owner() -> None:
+    problem = build(PlacementRequest.model_validate(generate(4, 6, 1)))
+    view = replace(problem, tasks=problem.tasks[:1])
+    assert view.facts is problem.facts  # one set of facts for the request, its nodes and running jobs
+    assert view.topology() is problem.topology()
+    shared: Slot[list[int]] = Slot("test_shared")
+    own: Slot[list[int]] = Slot("test_own", per_view=True)
+    assert view.facts.slot(shared, view, list) is problem.facts.slot(shared, problem, list)
+    mine = problem.facts.slot(own, problem, list)
+    assert problem.facts.slot(own, problem, list) is mine
+    assert view.facts.slot(own, view, list) is not mine  # a view computes afresh: its tasks differ

@@ -74,9 +74,9 @@ def max_cost(problem: Problem, j: int) -> float:
 
 def _charges(problem: Problem) -> dict[int, float]:
     """`gpu_charges`, kept for the problem's lifetime (dominance asks for every job)."""
-    if "alignment_charges" not in problem.extras:
-        problem.extras["alignment_charges"] = gpu_charges(problem)
-    return problem.extras["alignment_charges"]  # type: ignore[return-value]
+    if problem.facts.alignment_charges is None:
+        problem.facts.alignment_charges = gpu_charges(problem)
+    return problem.facts.alignment_charges
 
 
 def apply(ctx: ModelContext) -> None:

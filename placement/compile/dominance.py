@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Hashable
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -42,7 +43,7 @@ from placement.compile.context import SCALE
 from placement.compile.fairness import waited_days
 from placement.compile.priority import pod_value
 from placement.compile.waiting import shortness
-from placement.problem import Problem
+from placement.problem import Problem, Slot
 from placement.rightsize import gang_minimums, pairs
 from placement.solution import Placement
 from placement.timeline import reservation_key
@@ -76,10 +77,10 @@ def classes(problem: Problem) -> dict[tuple[Hashable, ...], list[int]]:
     only all-or-nothing jobs that nothing names one by one. Kept for the problem's lifetime (its first asker
     owns the cache; a view made with `replace` computes its own)."""
     cache = _owned(problem)
-    if "classes" in cache:
-        return cache["classes"]  # type: ignore[return-value]
+    if cache.classes is not None:
+        return cache.classes
     found: dict[tuple[Hashable, ...], list[int]] = {}
-    cache["classes"] = found
+    cache.classes = found
     if pairs(problem) or problem.needs_device_ledger():  # right-size offers; MIG, sharing: pods are no GPUs
         return found
     named = _named(problem)
@@ -92,12 +93,24 @@ def classes(problem: Problem) -> dict[tuple[Hashable, ...], list[int]]:
     return found
 
 
-def _owned(problem: Problem) -> dict[str, object]:
-    """This module's cache for `problem`: kept in `extras` for the first problem that asks; views made with
-    `replace(problem, ...)` share `extras` but not their schedule or devices, so they get a fresh one."""
-    if problem.extras.setdefault("dominance_owner", problem) is not problem:
-        return {}
-    return problem.extras.setdefault("dominance", {})  # type: ignore[return-value]
+@dataclass
+class _Cache:
+    """What this module derives once per problem."""
+
+    #: interchangeable jobs by class (`classes`)
+    classes: dict[tuple[Hashable, ...], list[int]] | None = None
+    #: per job, its own objective terms if placed (`_own_value`)
+    own_values: dict[int, int] = field(default_factory=dict)
+
+
+#: This module's cache (`_owned`); per view.
+_CACHE: Slot[_Cache] = Slot("dominance", per_view=True)
+
+
+def _owned(problem: Problem) -> _Cache:
+    """This module's cache for `problem`: kept in its facts for the first problem that asks; views made with
+    `replace(problem, ...)` share the facts but not their schedule or devices, so they get a fresh one."""
+    return problem.facts.slot(_CACHE, problem, _Cache)
 
 
 def in_arrival_order(problem: Problem, placement: Placement, terms: dict[str, float]
@@ -210,7 +223,7 @@ def _cap(problem: Problem, j: int, room: np.ndarray) -> int | None:
 
 def _own_value(problem: Problem, j: int) -> int:
     """Job j's own objective terms if placed, in the model's integer units (rounded as the model rounds)."""
-    values: dict[int, int] = _owned(problem).setdefault("own_values", {})  # type: ignore[assignment]
+    values = _owned(problem).own_values
     if j not in values:
         values[j] = sum(_own_terms(problem, j).values())
     return values[j]

@@ -57,15 +57,15 @@ def nominal_bonus(problem: Problem) -> dict[int, float]:
 
 
 def _tiers(problem: Problem) -> tuple[dict[int, float], dict[int, float]]:
-    cached = problem.extras.get("class_tiers")
+    cached = problem.facts.class_tiers
     if cached is None:
         if problem.request.policy.priority_mode == "weighted":
             base = level_weights([job.priority for job in problem.jobs])
             cached = (base, dict.fromkeys(base, TOP_WEIGHT))
         else:
             cached = strict_weights(problem)
-        problem.extras["class_tiers"] = cached
-    return cached  # type: ignore[return-value]
+        problem.facts.class_tiers = cached
+    return cached
 
 
 def with_nominal(problem: Problem) -> list[bool]:
@@ -117,7 +117,7 @@ def strict_weights(problem: Problem) -> tuple[dict[int, float], dict[int, float]
         else:
             weights[level] = w
             below += w * size
-    problem.extras["class_weights_capped"] = capped
+    problem.facts.class_weights_capped = capped
     return weights, bonus
 
 
@@ -126,7 +126,7 @@ def is_strict(problem: Problem) -> bool:
     weights = class_weights(problem)
     if problem.request.policy.priority_mode != "strict" or len(weights) <= 1:
         return True
-    return not problem.extras.get("class_weights_capped", False)
+    return not problem.facts.class_weights_capped
 
 
 def pod_value(gpus: float) -> float:

@@ -78,8 +78,7 @@ def team_use(ctx: ModelContext, mask: np.ndarray, resource: int = 0) -> Held:
 
 def quantum(problem: Problem) -> int:
     """Milli-GPU per unit of the soft terms' variables: gcd of a GPU and every pod's milli-GPU, at least QUANTUM."""
-    cached = problem.extras.get("quota_quantum")
-    if cached is None:
+    if problem.facts.quota_quantum is None:
         step = MILLI
         for t in range(len(problem.tasks)):
             for value in np.unique(task_milli(problem, t, problem.tasks[t].candidates)).tolist():
@@ -87,8 +86,8 @@ def quantum(problem: Problem) -> int:
         for r in problem.running:
             for value in running_use(problem, r.index)[:, 0].tolist():
                 step = math.gcd(step, int(value))
-        cached = problem.extras["quota_quantum"] = max(step, QUANTUM)
-    return int(cached)  # type: ignore[call-overload]
+        problem.facts.quota_quantum = max(step, QUANTUM)
+    return problem.facts.quota_quantum
 
 
 def team_gpus(ctx: ModelContext, mask: np.ndarray) -> Held:

@@ -10,9 +10,17 @@ from placement.baseline.devices import GreedyDevices, Placer
 from placement.baseline.topology import fill_gang
 from placement.devices.pods import fresh_room, profile_for
 from placement.devices.view import is_shared, uses_devices
-from placement.problem import Problem, TaskInfo
+from placement.problem import Problem, Slot, TaskInfo
 from placement.rightsize import gang_minimums
 from placement.solution import Placement
+
+#: Before any plan, the memo `placement.memo` is afterwards: idle plain GPUs, loaded ledgers, fit answers.
+_MEMO: Slot[dict[str, object]] = Slot("device_memo")
+
+
+def _memo(problem: Problem, placement: Placement | None) -> dict[str, object]:
+    """Where this module keeps what it derives: on the placement once there is one, else on the problem."""
+    return placement.memo if placement is not None else problem.facts.slot(_MEMO, problem, dict)
 
 
 def filter_reason(problem: Problem, task: TaskInfo, stage: str) -> str:
@@ -78,7 +86,7 @@ def sharing_hint(problem: Problem, task: TaskInfo, placement: Placement | None =
 def _idle_plain(problem: Problem, placement: Placement | None, usage: np.ndarray | None) -> np.ndarray:
     """Per node, plain GPUs nobody uses: before any plan, or after `placement` (which takes `usage`, the same on
     every call for one placement: built once, since every pending share job asks)."""
-    memo: dict[str, object] = problem.extras if placement is None else placement.memo
+    memo = _memo(problem, placement)
     if "idle_plain" not in memo:
         view = problem.device_view()
         counts = np.array([len(p) for p in view.plain], dtype=np.int64)
@@ -99,11 +107,11 @@ def _loaded(problem: Problem, free: np.ndarray, placement: Placement | None) -> 
     and loading a plan of thousands of pods for each of them took 300 s of a 10 s plan at 1,024
     nodes (mig-XL, 1,287 pending jobs). Callers work on `trial()` copies, which copy a node's state
     on first write, so the cached ledger is never changed."""
-    memo = placement.memo if placement is not None else problem.extras
+    memo = _memo(problem, placement)
     cache: dict[bytes, tuple[GreedyDevices, np.ndarray]] = memo.setdefault("loaded_ledgers", {})  # type: ignore[assignment]
     key = free.tobytes()
     hit = cache.get(key)
-    if hit is None or hit[0].problem is not problem:  # replace(problem, ...) views share `extras`
+    if hit is None or hit[0].problem is not problem:  # replace(problem, ...) views share their facts
         ledger, room = GreedyDevices(problem), free.copy()
         if placement is not None:
             ledger.apply(placement, room)
@@ -121,7 +129,7 @@ def job_fits(problem: Problem, j: int, free: np.ndarray, placement: Placement | 
     `needed` and per-task minimums; `free`; and `place_whole` (the value keeps the problem, compared by
     identity, as _loaded does).
     """
-    memo = placement.memo if placement is not None else problem.extras
+    memo = _memo(problem, placement)
     cache: dict[tuple[object, ...], tuple[Problem, bool]] = memo.setdefault("job_fits", {})  # type: ignore[assignment]
     order = sorted(problem.job_tasks[j], key=lambda t: -int(problem.tasks[t].demand[0]))
     shape = tuple((repr(sorted(problem.tasks[t].spec.model_dump(exclude={"name"}).items())),

@@ -34,10 +34,17 @@ from placement.explain import rivals as rival_reasons
 from placement.explain import topology as topology_reasons
 from placement.explain.rivals import Reason, held_text
 from placement.holdings import held_in, job_use, use_of
-from placement.problem import Problem, allowed_rules
+from placement.problem import Problem, Slot, allowed_rules
 from placement.rightsize import gang_minimums
 from placement.solution import Placement
 from placement.teams import QuotaLedger, amount
+
+#: Fit answers per placement (kept alive by the entry) and per job shape, room and topology; per view.
+_FITS: Slot[dict[int, tuple[Placement | None, dict[tuple[object, ...], bool]]]] = Slot("fits", per_view=True)
+#: What a fit check reads of each job (`_shape`).
+_SHAPES: Slot[dict[int, tuple[object, ...]]] = Slot("fit_shapes")
+#: Free capacity plus what a kind of job may preempt (`_alone_room`).
+_ALONE_ROOM: Slot[dict[object, np.ndarray]] = Slot("alone_room")
 
 
 def gang_text(problem: Problem, j: int) -> str:
@@ -74,11 +81,9 @@ def _fits(problem: Problem, j: int, free: np.ndarray, placement: Placement | Non
     A queue holds hundreds of jobs of a few shapes, each asked the same few questions, so answers are kept
     per shape (`_shape`), room and placement for the problem's lifetime (the cache holds the placement, so
     its id is never reused while its answers are). Only the first problem that asks owns the cache: views
-    made with `replace(problem, ...)` share `extras` but not their devices or candidates, so they compute."""
-    if problem.extras.setdefault("fits_owner", problem) is not problem:
-        return _fits_now(problem, j, free, placement, topology)
-    cache: dict[int, tuple[Placement | None, dict[tuple[object, ...], bool]]] = problem.extras.setdefault(
-        "fits", {})  # type: ignore[assignment]
+    made with `replace(problem, ...)` share the facts but not their devices or candidates: the slot is per view,
+    and they get an empty cache each call, so they compute."""
+    cache = problem.facts.slot(_FITS, problem, dict)
     held, answers = cache.setdefault(id(placement), (placement, {}))
     if held is not placement:  # pragma: no cover - the entry keeps its placement alive
         raise RuntimeError("fit cache entry of another placement")
@@ -92,7 +97,7 @@ def _fits(problem: Problem, j: int, free: np.ndarray, placement: Placement | Non
 def _shape(problem: Problem, j: int) -> tuple[object, ...]:
     """What a fit check reads of job j: its tasks' shapes (tasks of one shape share their candidate arrays,
     placement.problem.build), their pods and minimums, and its topology."""
-    shapes: dict[int, tuple[object, ...]] = problem.extras.setdefault("fit_shapes", {})  # type: ignore[assignment]
+    shapes = problem.facts.slot(_SHAPES, problem, dict)
     if j not in shapes:
         tasks = problem.job_tasks[j]
         groups = tuple((tuple(tasks.index(t) for t in members), minimum)
@@ -156,7 +161,7 @@ def _hard_topology(problem: Problem, j: int) -> bool:
 def _alone_room(problem: Problem, j: int) -> np.ndarray:
     """Free capacity plus what running jobs job j may preempt hold (its candidates were filtered on this); once
     per kind of job the preemption rules tell apart (`Problem.rule_kind`)."""
-    cache: dict[object, np.ndarray] = problem.extras.setdefault("alone_room", {})  # type: ignore[assignment]
+    cache = problem.facts.slot(_ALONE_ROOM, problem, dict)
     kind = (problem.rule_kind(j), _may_reclaim(problem, j))
     if kind not in cache:
         room = problem.free
