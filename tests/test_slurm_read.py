@@ -160,3 +160,34 @@ def test_a_job_whose_gpu_request_was_cleared_before_a_kill_keeps_its_gpus() -> N
     three.update(tres_per_node="", comment="placement: starting, gpus per node 1")
     snap = build(load("sinfo"), jobs, load("partitions"), Options(now=NOW))
     assert next(j for j in snap.request["jobs"] if j["name"] == "3")["tasks"][0]["gpus"] == 1
+
+
+def test_a_job_released_moments_ago_is_read_as_running_where_it_was_let_go() -> None:
+    """Slurm starts a released job a moment later; a plan made meanwhile must not move it (it would, again and
+    again, with a placer cycling faster than Slurm starts). After the grace period it is placed again."""
+    load = lambda name: json.loads((DATA / f"{name}.json").read_text())  # noqa: E731
+    parts = load("partitions")
+    # n2 as if the exclusive job on it had ended, but for GPU 0 (still busy in Slurm's gres_used)
+    nodes = [{**n, "gres_used": "gpu:g0:1(IDX:0),gpu:g1:0(IDX:N/A)", "alloc_cpus": 1} if n["name"] == "n2" else n
+             for n in load("sinfo")]
+    jobs = [j for j in load("squeue") if "n2" not in expand_hostlist(j.get("nodes") or "")]
+    held = next(j for j in jobs if j["job_state"] == "PENDING" and j["state_reason"] == "JobHeldUser"
+                and (j.get("tres_per_node") or "").startswith("gres:gpu:") and int(j.get("node_count") or 1) == 1)
+
+    def released(ago_s: float, tres: str) -> dict:
+        return {**held, "job_id": 990, "state_reason": "None", "priority": 1000, "required_nodes": "n2",
+                "tres_per_node": tres, "eligible_time": int(NOW.timestamp() - ago_s), "dependency": ""}
+
+    fresh = build(nodes, [*jobs, released(5, "gres:gpu:2")], parts, Options(now=NOW))
+    run_ = {r["job"]: r for r in fresh.request["cluster"]["running"]}
+    assert "990" in run_ and "990" not in {j["name"] for j in fresh.request["jobs"]}
+    assert [p["node"] for p in run_["990"]["pods"]] == ["n2"]
+    assert run_["990"]["pods"][0]["gpus"] == [1, 2]  # the lowest free: GPU 0 is busy
+    assert fresh.jobs["990"].state == "released"
+    pinned = build(nodes, [*jobs, released(5, "gres:gpu:g6:1,gres:gpu:g7:1")], parts, Options(now=NOW))
+    assert {r["job"]: r for r in pinned.request["cluster"]["running"]}["990"]["pods"][0]["gpus"] == [6, 7]
+    on_busy = build(nodes, [*jobs, released(5, "gres:gpu:g0:1")], parts, Options(now=NOW))
+    assert "990" in {j["name"] for j in on_busy.request["jobs"]}  # its GPU is not free: placed again
+    stale = build(nodes, [*jobs, released(120, "gres:gpu:2")], parts, Options(now=NOW))
+    assert "990" in {j["name"] for j in stale.request["jobs"]}
+    assert not build(nodes, jobs, parts, Options(now=NOW, pin_gpus=False)).pinnable["n2"]

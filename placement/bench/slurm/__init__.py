@@ -166,10 +166,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        args = parser().parse_args(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
+    args = parser().parse_args(argv)  # --help and bad options exit here, as every bench's parser does
     from placement.bench.cycles.traces import DataNotFound, load
     from placement.slurm.lab import missing
 
