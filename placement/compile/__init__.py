@@ -1,7 +1,18 @@
 """The compiler: one CP-SAT model from a Problem, built by one module per concern.
 
 Adding a concern means adding a module with `apply(ctx)` and listing it here; nothing else
-changes. Order matters only in that gang and capacity come first (they shape feasibility).
+changes. Modules meet only through the context, and the order of `MODULES` matters where one reads what
+another writes there:
+
+* gang and capacity come first: they shape feasibility;
+* mig before sharing and cost: mig writes `ctx.partitioned` (idle whole GPUs it partitions) and
+  `ctx.whole_after` (GPUs whole after the plan); sharing reads both (an opened slot takes a plain GPU
+  neither MIG nor a whole-GPU pod takes) and adds its own shared GPUs to `ctx.partitioned`; cost's peak
+  reserve reads `ctx.partitioned` to see those GPUs go;
+* fragmentation, mig and sharing each add broken-node flags (`ctx.break_flag`) in any order: the one hint
+  for all of them (compile/fragmentation.py) reads `ctx.broken` when the hint is built, after every module.
+
+Objective term names come from `placement.compile.terms`.
 """
 
 from __future__ import annotations
@@ -32,7 +43,7 @@ from placement.compile import (
 from placement.compile.context import SCALE, ModelContext
 from placement.problem import Problem
 
-# cost comes after mig: its peak-reserve row counts the idle whole GPUs mig may partition
+# mig before sharing and cost (module docstring): they read what mig writes in the context
 MODULES: tuple[ModuleType, ...] = (gang, capacity, reservation, priority, fragmentation, quota, nominal, fairness,
                                    preemption, topology, mig, sharing, cost, usage, stability, waiting,
                                    alignment)

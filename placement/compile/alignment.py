@@ -23,11 +23,12 @@ from datetime import datetime
 import numpy as np
 
 from placement import timeline
+from placement.compile import terms
 from placement.compile.context import ModelContext
 from placement.compile.priority import class_weights
 from placement.problem import Problem
 
-NAME = "alignment"
+NAME = terms.ALIGNMENT
 #: Delay past which the cost stops growing: a day, so a week-long job is not priced out of every node.
 HORIZON_H = 24.0
 

@@ -19,6 +19,8 @@ from placement.solution import Placement
 
 #: Objective coefficients are integers: weights are in GPU-equivalents, scaled by this factor.
 SCALE = 1000
+#: What may break a whole free node (`ModelContext.broken`): whole-GPU pods, MIG pods or layouts, shared GPUs.
+BY_GPU_PODS, BY_MIG, BY_SHARING = "gpus", "mig", "shared"
 #: Largest |objective| CP-SAT is asked to reach: well inside 64-bit integers, with room for its own sums.
 MAX_OBJECTIVE = 2**60
 
@@ -131,14 +133,25 @@ class ModelContext:
         #: where MIG configurations decide it; elsewhere problem.free[n, 0]. Whatever takes whole GPUs
         #: (whole-GPU pods, GPUs the plan shares) stays within it
         self.whole_after: dict[int, tuple[int, list[cp_model.IntVar]]] = {}
-        #: node -> true when the plan breaks into the whole free node (compile/fragmentation.py): GPUs the plan
-        #: shares there break it too (compile/sharing.py)
-        self.broken: dict[int, cp_model.IntVar] = {}
+        #: nodes whose healthy GPUs are all free before the plan: the whole nodes big gangs need
+        self.whole_free: np.ndarray = problem.gpu_empty()
+        #: kind -> node -> true when the plan breaks into the whole free node (`break_flag`): whole-GPU pods
+        #: (BY_GPU_PODS, compile/fragmentation.py), MIG pods or new layouts (BY_MIG, compile/mig.py), GPUs the
+        #: plan shares (BY_SHARING, compile/sharing.py); every flag is charged to the `fragmentation` term,
+        #: each kind at its own rate, and hinted by compile/fragmentation.py
+        self.broken: dict[str, dict[int, cp_model.IntVar]] = {}
         self.placed = [self.model.new_bool_var(f"placed[{j}]") for j in range(len(problem.jobs))]
         self.evicted: dict[int, cp_model.IntVar] = {
             r: self.model.new_bool_var(f"evicted[{r}]") for r in _preemptable(problem)
         }
         self._released: dict[int, list[tuple[cp_model.IntVar, np.ndarray]]] | None = None
+
+    def break_flag(self, kind: str, n: int, name: str) -> cp_model.IntVar:
+        """A new boolean that the plan's `kind` of pods breaks whole free node n, kept in `broken` (one builder
+        for every kind; the caller's rows say what forces it, and its charge)."""
+        flag = self.model.new_bool_var(name)
+        self.broken.setdefault(kind, {})[n] = flag
+        return flag
 
     @property
     def demands(self) -> list[list[int]]:

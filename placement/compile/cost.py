@@ -36,6 +36,7 @@ from ortools.sat.python import cp_model
 from placement import pricing, provision
 from placement.baseline import place_task
 from placement.baseline.topology import fill_gang
+from placement.compile import terms
 from placement.compile.context import ModelContext
 from placement.compile.priority import class_weights, pod_value
 from placement.holdings import job_milli, pod_gpus, task_milli
@@ -67,9 +68,9 @@ def apply(ctx: ModelContext) -> None:
             existing = np.asarray(cand) < real
             if existing.any() and not (job.deferrable and request.in_peak):
                 compute = _premium(compute, existing, PREMIUM_CAP * priority_value(problem, t) / weight)
-            ctx.objective.add("cost.compute", ctx.x[t], -np.asarray(compute), weight, ceiling=0.0)
+            ctx.objective.add(terms.COST_COMPUTE, ctx.x[t], -np.asarray(compute), weight, ceiling=0.0)
             if prices.reclaim[cand].any():
-                ctx.objective.add("cost.reclaim_risk", ctx.x[t], -np.asarray(risk), weight, ceiling=0.0)
+                ctx.objective.add(terms.COST_RECLAIM_RISK, ctx.x[t], -np.asarray(risk), weight, ceiling=0.0)
     _reserve(ctx)
     _deferral(ctx)
     _provisioning(ctx, weight)
@@ -122,7 +123,7 @@ def _deferral(ctx: ModelContext) -> None:
     for t, task in enumerate(problem.tasks):
         if problem.jobs[task.job].deferrable:
             value = share * priority_value(problem, t)
-            ctx.objective.add("deferral", ctx.x[t], [value] * len(ctx.x[t]))
+            ctx.objective.add(terms.DEFERRAL, ctx.x[t], [value] * len(ctx.x[t]))
 
 
 def _provisioning(ctx: ModelContext, weight: float) -> None:
@@ -141,7 +142,7 @@ def _provisioning(ctx: ModelContext, weight: float) -> None:
     if not opened:
         return
     charges = [pricing.provisioning_charge(problem.request, problem.nodes[n]) for n in opened]
-    ctx.objective.add("cost.provisioning", list(opened.values()), [-c for c in charges], weight)
+    ctx.objective.add(terms.COST_PROVISIONING, list(opened.values()), [-c for c in charges], weight)
 
     def hint(ctx: ModelContext, placement: Placement, values: dict[int, int]) -> None:
         used = {n for (_, n), k in placement.counts.items() if k}

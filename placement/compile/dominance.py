@@ -42,6 +42,7 @@ from placement.compile import alignment
 from placement.compile.context import SCALE
 from placement.compile.fairness import waited_days
 from placement.compile.priority import pod_value
+from placement.compile.terms import AGING, TURNAROUND
 from placement.compile.waiting import shortness
 from placement.problem import Problem, Slot
 from placement.rightsize import gang_minimums, pairs
@@ -250,8 +251,8 @@ def _own_terms(problem: Problem, j: int) -> dict[str, int]:
     out = {}
     if weights.aging:
         days = waited_days(problem, j)
-        out["aging"] = sum(problem.tasks[t].replicas * round(pod_value(problem.gpu_value(t)) * days * weights.aging
+        out[AGING] = sum(problem.tasks[t].replicas * round(pod_value(problem.gpu_value(t)) * days * weights.aging
                                                              * SCALE) for t in problem.job_tasks[j])
     if weights.turnaround:
-        out["turnaround"] = round(shortness(problem, j) * weights.turnaround * SCALE)
+        out[TURNAROUND] = round(shortness(problem, j) * weights.turnaround * SCALE)
     return out

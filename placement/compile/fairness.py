@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 from ortools.sat.python import cp_model
 
+from placement.compile import terms
 from placement.compile.context import SCALE, ModelContext
 from placement.compile.priority import pod_value
 from placement.compile.quota import bounds, quantum, team_gpus
@@ -72,14 +73,14 @@ def _fairness(ctx: ModelContext) -> None:
     per_quantum = step / MILLI  # GPUs per segment unit
     for team, (variables, coefs, const) in enumerate(held):
         widths = segments(float(entitled[team]) / per_quantum)
-        ctx.objective.cap("fairness", sum(slope * per_quantum * w for slope, w in zip(SLOPES, widths, strict=True)
+        ctx.objective.cap(terms.FAIRNESS, sum(slope * per_quantum * w for slope, w in zip(SLOPES, widths, strict=True)
                                           if slope > 0), weight)
         if not variables or not any(widths):
             continue  # nothing the plan can change, or nothing owed
         seg = [ctx.model.new_int_var(0, w, f"fair[{team},{k}]") for k, w in enumerate(widths)]
         ctx.model.add(step * cp_model.LinearExpr.sum(seg)
                       <= cp_model.LinearExpr.weighted_sum(variables, coefs) + const)
-        ctx.objective.add("fairness", seg, [slope * per_quantum for slope in SLOPES], weight)
+        ctx.objective.add(terms.FAIRNESS, seg, [slope * per_quantum for slope in SLOPES], weight)
         segs[team] = seg
 
     def hint(ctx: ModelContext, placement: Placement, values: dict[int, int]) -> None:
@@ -109,4 +110,4 @@ def _aging(ctx: ModelContext) -> None:
         days = waited_days(ctx.problem, task.job)
         value = pod_value(ctx.problem.gpu_value(t))
         if round(value * days * weight * SCALE) and ctx.x[t]:
-            ctx.objective.add("aging", ctx.x[t], [value * days] * len(ctx.x[t]), weight)
+            ctx.objective.add(terms.AGING, ctx.x[t], [value * days] * len(ctx.x[t]), weight)

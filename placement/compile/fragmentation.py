@@ -10,19 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
 from ortools.sat.python import cp_model
 
-from placement.compile.context import ModelContext
+from placement import devices
+from placement.compile import terms
+from placement.compile.context import BY_GPU_PODS, BY_MIG, ModelContext
 from placement.solution import Placement
 
-NAME = "fragmentation"
+NAME = terms.FRAGMENTATION
 
 
 def apply(ctx: ModelContext) -> None:
     problem = ctx.problem
     weight = problem.request.policy.weights.fragmentation
-    empty = problem.gpu_empty()
-    broken: dict[int, cp_model.IntVar] = {}
+    empty = ctx.whole_free
     demands = ctx.demands
     for n, pairs in enumerate(ctx.node_terms()):
         if not empty[n] or weight == 0:
@@ -30,21 +32,33 @@ def apply(ctx: ModelContext) -> None:
         gpu_pairs = [(v, t) for v, t, _ in pairs if demands[t][0] > 0]
         if not gpu_pairs:
             continue
-        b = ctx.model.new_bool_var(f"broken[{n}]")
+        b = ctx.break_flag(BY_GPU_PODS, n, f"broken[{n}]")
         coefs = [demands[t][0] for _, t in gpu_pairs]
         ctx.model.add(cp_model.LinearExpr.weighted_sum([v for v, _ in gpu_pairs], coefs)
                       <= int(problem.capacity[n, 0]) * b)
-        broken[n] = b
-    ctx.broken.update(broken)
+    broken = ctx.broken.get(BY_GPU_PODS, {})
     if broken:
         ctx.objective.add(NAME, list(broken.values()), [-1.0] * len(broken), weight)
+    ctx.on_hint(_hint)  # also the flags compile/mig.py and compile/sharing.py add later: read at hint time
 
-    def hint(ctx: ModelContext, placement: Placement, values: dict[int, int]) -> None:
-        gpus = placement.usage(ctx.problem)[:, 0]
-        for n, b in broken.items():
-            values[b.index] = int(gpus[n] > 0)
 
-    ctx.on_hint(hint)
+def _hint(ctx: ModelContext, placement: Placement, values: dict[int, int]) -> None:
+    """Every broken-node flag, of every kind, is 1 iff the placement breaks its node that way."""
+    for kind, flags in ctx.broken.items():
+        hit = _breaks(ctx, placement, kind)
+        for n, b in flags.items():
+            values[b.index] = int(n in hit)
+
+
+def _breaks(ctx: ModelContext, placement: Placement, kind: str) -> set[int]:
+    """The nodes `placement` puts any GPU pod on (BY_GPU_PODS), a MIG pod or a new layout on (BY_MIG), or
+    shares a GPU of (BY_SHARING)."""
+    if kind == BY_GPU_PODS:
+        return set(np.flatnonzero(placement.usage(ctx.problem)[:, 0] > 0).tolist())
+    if kind == BY_MIG:
+        hit = {n for (t, n), k in placement.counts.items() if k and devices.is_mig(ctx.problem.tasks[t].spec)}
+        return hit | {n for (n, _), layout in placement.mig_layouts.items() if layout is not None}
+    return {n for n, _ in placement.sharing_changes}
 
 
 def _capped_charge(ctx: ModelContext, levels: dict[int, float], tasks: Iterable[int], change_cost: float) -> float:
@@ -69,6 +83,6 @@ def partial_break(ctx: ModelContext, n: int, levels: dict[int, float], tasks: It
     charge = _capped_charge(ctx, levels, tasks, change_cost)
     if charge <= 0:
         return None
-    b = ctx.model.new_bool_var(f"{kind}_breaks[{n}]")
+    b = ctx.break_flag(kind, n, f"{kind}_breaks[{n}]")
     ctx.objective.add(NAME, [b], [-1.0], charge)
     return b

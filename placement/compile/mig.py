@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 from ortools.sat.python import cp_model
 
 from placement import devices
-from placement.compile import fragmentation, priority
-from placement.compile.context import ModelContext
+from placement.compile import fragmentation, priority, terms
+from placement.compile.context import BY_MIG, ModelContext
 from placement.devices import Config, Layout
 from placement.solution import Placement
 
-NAME = "mig.reconfigure"
+NAME = terms.MIG_RECONFIGURE
 
 
 @dataclass
@@ -84,8 +84,7 @@ def apply(ctx: ModelContext) -> None:
                               for v, cfg in zip(c.counts, c.configs, strict=False) if not cfg.whole]
         _whole_row(ctx, n, table, whole[n])
     if view.changes:
-        broken = _breaks_whole_nodes(ctx, tables, pods_on)
-        ctx.on_hint(lambda c, placement, values: _hint_broken(broken, c, placement, values))
+        _breaks_whole_nodes(ctx, tables, pods_on)
     if changed:
         ctx.objective.add(NAME, changed, [-1.0] * len(changed), problem.request.policy.weights.mig_reconfigure)
         if view.max_changes is not None:
@@ -125,41 +124,30 @@ def _node_table(ctx: ModelContext, n: int, wants: list[tuple[cp_model.IntVar, st
 
 
 def _breaks_whole_nodes(ctx: ModelContext, tables: dict[int, NodeTable],
-                        pods_on: dict[int, list[tuple[cp_model.IntVar, int, int]]]) -> dict[int, cp_model.IntVar]:
+                        pods_on: dict[int, list[tuple[cp_model.IntVar, int, int]]]) -> None:
     """With re-partitioning on, a MIG pod or a new layout on a whole free node breaks it for big gangs: such a
     node's GPUs are all plain or idle partitioned ones counted in whole-GPU capacity, so either takes a GPU
     out of it. As for sharing (compile/sharing.py) the charge steers where, never whether: at most half
     of what the smallest MIG pod that may go there earns net of `mig_reconfigure` (a 1g pod is worth
     0.125; the full 0.1 on top of the 0.1 re-layout would leave it waiting beside idle GPUs).
-    Its own boolean per node, under the `fragmentation` term; returns them (for the hint)."""
+    Its own flag per node (`ModelContext.break_flag`, kind BY_MIG, hinted by compile/fragmentation.py), under
+    the `fragmentation` term."""
     problem = ctx.problem
     cost = problem.request.policy.weights.mig_reconfigure
-    empty = problem.gpu_empty()
+    empty = ctx.whole_free
     levels = priority.class_weights(problem)
-    out: dict[int, cp_model.IntVar] = {}
     for n, table in tables.items():
         pods = pods_on.get(n, [])
         if not empty[n] or not pods:
             continue
-        b = fragmentation.partial_break(ctx, n, levels, [t for _, _, t in pods], cost, "mig")
+        b = fragmentation.partial_break(ctx, n, levels, [t for _, _, t in pods], cost, BY_MIG)
         if b is None:
             continue
-        out[n] = b
         ctx.model.add(cp_model.LinearExpr.sum([v for v, _, _ in pods]) <= sum(ub for _, ub, _ in pods) * b)
         relayouts = [(v, len(c.gpus)) for c in table.classes for v, cfg in zip(c.counts, c.configs, strict=False)
                      if cfg.changed and not cfg.whole]
         if relayouts:
             ctx.model.add(cp_model.LinearExpr.sum([v for v, _ in relayouts]) <= sum(k for _, k in relayouts) * b)
-    return out
-
-
-def _hint_broken(broken: dict[int, cp_model.IntVar], ctx: ModelContext, placement: Placement,
-                 values: dict[int, int]) -> None:
-    """A node's boolean is 1 iff the placement puts a MIG pod there or gives one of its GPUs a new layout."""
-    hit = {n for (t, n), k in placement.counts.items() if k and devices.is_mig(ctx.problem.tasks[t].spec)}
-    hit |= {n for (n, _), layout in placement.mig_layouts.items() if layout is not None}
-    for n, b in broken.items():
-        values[b.index] = int(n in hit)
 
 
 def _whole_row(ctx: ModelContext, n: int, table: NodeTable, pods: list[tuple[cp_model.IntVar, int]]) -> None:

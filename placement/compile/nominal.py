@@ -25,6 +25,7 @@ from ortools.sat.python import cp_model
 from placement.compile.context import ModelContext
 from placement.compile.priority import nominal_bonus, with_nominal
 from placement.compile.quota import bounds, quantum
+from placement.compile.terms import QUOTA
 from placement.holdings import held_in, pod_milli, running_use, task_milli
 from placement.problem import Problem
 from placement.rightsize import pairs
@@ -57,7 +58,7 @@ def apply(ctx: ModelContext) -> None:
         within[j] = flag
         value = bonus[level] * weight / MILLI
         if fixed is not None:  # rigid, the same GPUs on every node: placed whole or not at all
-            ctx.objective.add("quota", [flag], [value * fixed])
+            ctx.objective.add(QUOTA, [flag], [value * fixed])
             ctx.in_nominal.setdefault(level, []).append((flag, fixed))
             top = fixed
         else:
@@ -66,14 +67,14 @@ def apply(ctx: ModelContext) -> None:
             units = ctx.model.new_int_var(0, top // step, f"within_credit[{j}]")
             ctx.model.add(step * units <= cp_model.LinearExpr.weighted_sum(variables, coefs))
             ctx.model.add(units <= (top // step) * flag)
-            ctx.objective.add("quota", [units], [value * step])
+            ctx.objective.add(QUOTA, [units], [value * step])
             ctx.in_nominal.setdefault(level, []).append((units, step))
             credit[j] = units
         team = problem.job_team[j]
         asked[team] = asked.get(team, 0) + top
     for team, most in asked.items():  # what the term can add for the whole request, trimmed model or not
         top_bonus = max(bonus[problem.jobs[j].priority] for j in by_team[team])
-        ctx.objective.cap("quota", top_bonus * weight * most / MILLI)
+        ctx.objective.cap(QUOTA, top_bonus * weight * most / MILLI)
     shares: list[tuple[int, int, int, cp_model.IntVar]] = []  # (scope, team, job, c)
     for s, scope in enumerate(index.scopes):
         running = _running(ctx, scope.mask)

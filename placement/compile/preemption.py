@@ -61,6 +61,7 @@ from collections import Counter
 
 from ortools.sat.python import cp_model
 
+from placement.compile import terms
 from placement.compile.context import SCALE, ModelContext
 from placement.compile.priority import class_weights
 from placement.compile.quota import team_gpus
@@ -68,7 +69,7 @@ from placement.holdings import held_after
 from placement.problem import Problem
 from placement.solution import Placement
 
-NAME = "preemption"
+NAME = terms.PREEMPTION
 #: Share of the lower tiers (δ) that lost work gets; the rest orders by recency.
 LOST_SHARE = 0.99
 

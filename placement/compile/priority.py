@@ -25,6 +25,7 @@ fit changes no weight.
 
 from __future__ import annotations
 
+from placement.compile import terms
 from placement.compile.context import ModelContext
 from placement.problem import Problem
 
@@ -138,4 +139,4 @@ def apply(ctx: ModelContext) -> None:
     weight = ctx.problem.request.policy.weights.priority
     for t, task in enumerate(ctx.problem.tasks):
         w = weights[ctx.problem.jobs[task.job].priority] * pod_value(ctx.problem.gpu_value(t))
-        ctx.objective.add("priority", ctx.x[t], [w] * len(ctx.x[t]), weight)
+        ctx.objective.add(terms.PRIORITY, ctx.x[t], [w] * len(ctx.x[t]), weight)

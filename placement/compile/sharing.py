@@ -28,12 +28,12 @@ from __future__ import annotations
 from ortools.sat.python import cp_model
 
 from placement import devices
-from placement.compile import fragmentation, priority
-from placement.compile.context import ModelContext
+from placement.compile import fragmentation, priority, terms
+from placement.compile.context import BY_SHARING, ModelContext
 from placement.picks import shareable_gpus
 from placement.solution import Placement
 
-NAME = "sharing_change"
+NAME = terms.SHARING_CHANGE
 
 #: (task, node) -> [(gpu, variable)]: which shared GPU takes how many of the pair's pods; a negative
 #: gpu -1-k is the node's slot k (a plain GPU the plan may share)
@@ -56,9 +56,9 @@ def apply(ctx: ModelContext) -> None:
         for k, opened in enumerate(opens):
             _limit(ctx, load.get((n, -1 - k), []), (fresh.pods_left, fresh.milli_left, fresh.mib_left), opened)
         _takes_plain_gpus(ctx, n, opens)
-    broken = _breaks_whole_nodes(ctx, slots)
+    _breaks_whole_nodes(ctx, slots)
     _cost(ctx, [b for bs in slots.values() for b in bs])
-    ctx.on_hint(lambda c, placement, values: _hint(slots, split, broken, placement, values))
+    ctx.on_hint(lambda c, placement, values: _hint(slots, split, placement, values))
     ctx.on_read(lambda c, values, placement: _read(slots, split, c, values, placement))
 
 
@@ -173,39 +173,34 @@ def _takes_plain_gpus(ctx: ModelContext, n: int, opens: list[cp_model.IntVar]) -
     ctx.partitioned.setdefault(n, []).extend((b, 1) for b in opens)
 
 
-def _breaks_whole_nodes(ctx: ModelContext, slots: dict[int, list[cp_model.IntVar]]) -> dict[int, cp_model.IntVar]:
+def _breaks_whole_nodes(ctx: ModelContext, slots: dict[int, list[cp_model.IntVar]]) -> None:
     """Sharing a GPU of a whole free node breaks the node for big gangs, so GPUs are shared on nodes
     already in use first. The charge steers *where*, never *whether*: at most half of what the smallest
     share pod that could open the slot earns net of `sharing_change`, else a lone 0.05-GPU pod on an
     empty cluster would wait beside idle GPUs (0.05 < 0.01 + the 0.1 a whole-GPU pod pays). Its own
-    boolean per node, under the `fragmentation` term; returns them (for the hint)."""
+    flag per node (`ModelContext.break_flag`, kind BY_SHARING, hinted by compile/fragmentation.py), under the
+    `fragmentation` term."""
     problem = ctx.problem
     cost = problem.request.policy.weights.sharing_change
-    empty = problem.gpu_empty()
+    empty = ctx.whole_free
     levels = priority.class_weights(problem)
     tasks_on: dict[int, list[int]] = {}  # node -> the share tasks that may open a slot there
     for t, cand in enumerate(ctx.candidates):
         if devices.is_shared(problem.tasks[t].spec):
             for n in cand.tolist():
                 tasks_on.setdefault(n, []).append(t)
-    added: dict[int, cp_model.IntVar] = {}
     for n, opens in slots.items():
         if not opens or not empty[n]:
             continue
-        b = fragmentation.partial_break(ctx, n, levels, tasks_on.get(n, []), cost, "shared")
+        b = fragmentation.partial_break(ctx, n, levels, tasks_on.get(n, []), cost, BY_SHARING)
         if b is None:
             continue
-        added[n] = b
         ctx.model.add(opens[0] <= b)  # slots open in order: the first is open if any is
-    return added
 
 
-def _hint(slots: dict[int, list[cp_model.IntVar]], split: Split, broken: dict[int, cp_model.IntVar],
-          placement: Placement, values: dict[int, int]) -> None:
+def _hint(slots: dict[int, list[cp_model.IntVar]], split: Split, placement: Placement, values: dict[int, int]) -> None:
     """The placement's shared GPUs: slot k of a node is the k-th GPU (ascending) the placement shares there."""
     opened = _opened_by_node(placement)
-    for n, b in broken.items():
-        values[b.index] = int(n in opened)
     for n, opens in slots.items():
         for k, b in enumerate(opens):
             values[b.index] = int(k < len(opened.get(n, [])))

@@ -12,11 +12,12 @@ previous plan used, nothing for the rest.
 
 from __future__ import annotations
 
+from placement.compile import terms
 from placement.compile.context import ModelContext
 from placement.compile.priority import pod_value
 from placement.solution import Placement
 
-NAME = "stability"
+NAME = terms.STABILITY
 
 
 def previous_counts(ctx: ModelContext) -> dict[tuple[int, int], int]:

@@ -39,6 +39,7 @@ from placement_models import Assignment
 
 from placement import topology
 from placement.baseline.topology import fill_gang
+from placement.compile import terms
 from placement.compile.context import ModelContext
 from placement.problem import Problem
 from placement.solution import Placement
@@ -48,9 +49,9 @@ NVLINK = "nvlink_domain"
 #: NVLink domains (clusters with multi-node NVLink only): no gratuitous splits across NVL72 racks.
 IMPLICIT_NVLINK = 0.3
 
-SPREAD = "topology.spread"
-KEEP_WHOLE = "topology.keep_whole"
-BANDWIDTH = "topology.bandwidth"
+SPREAD = terms.TOPOLOGY_SPREAD
+KEEP_WHOLE = terms.TOPOLOGY_KEEP_WHOLE
+BANDWIDTH = terms.TOPOLOGY_BANDWIDTH
 
 #: (variable, task, upper bound, node) of one job, grouped by domain index.
 Pairs = dict[int, list[tuple[cp_model.IntVar, int, int, int]]]

@@ -18,12 +18,13 @@ from __future__ import annotations
 from placement_models import Job, Task
 
 from placement import devices
+from placement.compile import terms
 from placement.compile.context import ModelContext
 from placement.compile.priority import class_weights
 from placement.rightsize import SUFFIX, pairs
 
-OVER_DECLARED = "usage.over_declared"
-RIGHT_SIZE = "usage.right_size"
+OVER_DECLARED = terms.USAGE_OVER_DECLARED
+RIGHT_SIZE = terms.USAGE_RIGHT_SIZE
 
 
 def apply(ctx: ModelContext) -> None:

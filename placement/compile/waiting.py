@@ -19,6 +19,7 @@ job past `policy.max_wait_h` starts or holds a reservation (compile/reservation.
 
 from __future__ import annotations
 
+from placement.compile import terms
 from placement.compile.context import ModelContext
 from placement.problem import Problem
 
@@ -36,4 +37,5 @@ def apply(ctx: ModelContext) -> None:
     if weight == 0:
         return
     jobs = [j for j in range(len(ctx.problem.jobs)) if ctx.problem.job_tasks[j]]
-    ctx.objective.add("turnaround", [ctx.placed[j] for j in jobs], [shortness(ctx.problem, j) for j in jobs], weight)
+    ctx.objective.add(terms.TURNAROUND, [ctx.placed[j] for j in jobs], [shortness(ctx.problem, j) for j in jobs],
+                      weight)
