@@ -177,8 +177,6 @@ class Facts:
     quota_quantum: int | None = None
     #: Class weights and the nominal bonus per priority level (`placement.compile.priority`).
     class_tiers: tuple[dict[int, float], dict[int, float]] | None = None
-    #: Did the strict class weights reach their cap (`placement.compile.priority.is_strict`)?
-    class_weights_capped: bool = False
     #: Per pending job, the alignment term's charge per GPU (`placement.compile.alignment`; dominance asks
     #: for every job).
     alignment_charges: dict[int, float] | None = None

@@ -267,10 +267,6 @@ class TeamIndex:
         """GPU scopes, then CPU and memory: the rows of a QuotaLedger."""
         return self.scopes + self.resource_scopes
 
-    def scope_gpus(self, gpus_per_node: np.ndarray) -> np.ndarray:
-        """(S,) milli-GPU that *whole* GPUs per node put in each GPU scope (callers that count whole GPUs only)."""
-        return np.array([MILLI * int(gpus_per_node[s.mask].sum()) for s in self.scopes], dtype=np.int64)
-
     def scope_use(self, use: np.ndarray) -> np.ndarray:
         """(len(all_scopes),) what an (N, 3) per-node use (milli-GPU, milli-CPU, MiB) puts in each scope."""
         return np.array([int(use[s.mask, s.resource].sum()) for s in self.all_scopes], dtype=np.int64)

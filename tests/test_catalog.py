@@ -1,19 +1,22 @@
-"""The GPU catalog: MIG geometry per model, checked against docs/hardware.md and the profile table (when present).
+"""The GPU catalog: MIG geometry per model, checked against docs/hardware.md and the profile table.
 
 Expected values are copied from docs/hardware.md §1-3 (real `nvidia-smi mig -lgipp` dumps and
-mig-parted's configs), not derived from the catalog under test.
+mig-parted's configs), not derived from the catalog under test. The profile table
+(tests/data/mig_profiles.json) is a copy, shipped with the tests, of the hardware team's table of
+GPU-instance profiles: the catalog is checked against it in every checkout.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from pathlib import Path
-
-import pytest
+from typing import Any
 
 from placement import catalog, devices
+
+#: The hardware team's MIG profile table, shipped with the tests.
+PROFILE_TABLE = Path(__file__).resolve().parent / "data" / "mig_profiles.json"
 
 #: docs/hardware.md §1.2, the real -lgipp table of every 8-slice GPU: kind -> (memory slices, starts, max).
 EIGHT_SLICE = {
@@ -29,10 +32,9 @@ A30 = {"1g.6gb": (1, (0, 1, 2, 3), 4), "1g.6gb+me": (1, (0, 1, 2, 3), 1), "2g.12
        "2g.12gb+me": (2, (0, 2), 1), "4g.24gb": (4, (0,), 1)}
 
 
-def _shared_table() -> dict | None:
-    root = Path(os.environ.get("PLACEMENT_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
-    path = root / "hardware" / "mig_profiles.json"
-    return json.loads(path.read_text()) if path.exists() else None
+def _profile_table() -> dict[str, Any]:
+    table: dict[str, Any] = json.loads(PROFILE_TABLE.read_text())
+    return table
 
 
 def test_the_listed_models_are_known_and_mig_capable_where_they_should_be() -> None:
@@ -62,10 +64,8 @@ def test_a30_has_the_four_slice_geometry() -> None:
     assert {p.name: (p.memory_slices, p.starts, p.max_count) for p in geo.profiles} == A30
 
 
-def test_every_model_matches_the_shared_profile_table() -> None:
-    table = _shared_table()
-    if table is None:
-        pytest.skip("../shared/data/hardware/mig_profiles.json not present")
+def test_every_model_matches_the_profile_table() -> None:
+    table = _profile_table()
     geometries = {"8slice": "8-slice", "4slice_A30": "4-slice"}
     for shared_name, ours in geometries.items():
         expected = Counter((p["mem_slices"], tuple(s for s, _ in p["placements"]), p["max"])

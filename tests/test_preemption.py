@@ -270,8 +270,19 @@ def test_random_teams_never_break_quota_or_preemption_rules(data: dict[str, Any]
         assert p.reason.startswith(("priority ", "team "))
         nodes = {pod.node for pod in victim.pods}
         assert p.rule is not None and any(a.job == p.for_job and a.node in nodes for a in plan.assignments)
+    # Each team's report adds up from the request and the plan (whole GPUs only in these instances).
+    team_of = {job.name: job.team for job in req.jobs}
+    preempted = {p.job for p in plan.preemptions}
+    cluster_gpus = sum(node.gpus for node in req.cluster.nodes)
     for report in plan.teams:
-        assert report.gpus_held >= 0 and report.entitlement >= 0
+        mine = [r for r in req.cluster.running if r.team == report.team]
+        kept = sum(len(pod.gpus) for r in mine if r.job not in preempted for pod in r.pods)
+        lost = sum(len(pod.gpus) for r in mine if r.job in preempted for pod in r.pods)
+        placed = sum(len(a.gpus) for a in plan.assignments if team_of[a.job] == report.team)
+        assert (report.gpus_placed, report.gpus_preempted) == (pytest.approx(placed), pytest.approx(lost))
+        assert report.gpus_held == pytest.approx(kept + placed)
+        assert 0 <= report.entitlement <= cluster_gpus + 1e-6
+    assert sum(r.entitlement for r in plan.teams) <= cluster_gpus + 1e-3  # a fair share of what exists
 
 
 def test_warm_start_extends_the_greedy_with_justified_evictions() -> None:

@@ -103,14 +103,14 @@ def strict_weights(problem: Problem) -> tuple[dict[int, float], dict[int, float]
         problem.jobs) * knobs.turnaround
     weights: dict[int, float] = {}
     bonus: dict[int, float] = dict.fromkeys(asked, 0.0)
-    below, top, capped = 0.0, 0.0, False
+    below, top = 0.0, 0.0
     tiers = [(False, level) for level in sorted(asked)] + [(True, level) for level in sorted(inside)]
     for within, level in tiers:
         size = inside[level] if within else asked[level]
         w = 1.0 if not top else (below + margin) / (smallest_in if within else smallest)[level]
         cap = STRICT_CAP / max(size, 1.0)
         if w > cap:
-            w, capped = max(cap, top), True
+            w = max(cap, top)
         top = max(top, w)
         if within:
             bonus[level] = w - weights[level]
@@ -118,16 +118,7 @@ def strict_weights(problem: Problem) -> tuple[dict[int, float], dict[int, float]
         else:
             weights[level] = w
             below += w * size
-    problem.facts.class_weights_capped = capped
     return weights, bonus
-
-
-def is_strict(problem: Problem) -> bool:
-    """Do the class weights separate every class (no cap reached)? Then the model itself is strict."""
-    weights = class_weights(problem)
-    if problem.request.policy.priority_mode != "strict" or len(weights) <= 1:
-        return True
-    return not problem.facts.class_weights_capped
 
 
 def pod_value(gpus: float) -> float:

@@ -157,9 +157,6 @@ class Obj:
     def where(self) -> str:
         return f"{self.ref} ({self.source})"
 
-    def is_(self, group: str, kind: str) -> bool:
-        return self.group == group and self.kind == kind
-
     def view(self) -> View:
         return View(self, (), self.raw)
 
