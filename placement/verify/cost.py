@@ -233,6 +233,8 @@ def check_reclaim_risk_term(ctx: Context) -> list[Expected] | None:
         least = max(float(whole), whole + sum(values[r.job.name, t.name] * t.replicas for t in parts
                                               if values[r.job.name, t.name] >= 0.01))
         most = max(least, whole + sum(t.replicas for t in parts))  # a part of a GPU is at most one
+        if r.job.right_size:  # the planner counts a right-size offer's MIG pods beside the declared GPUs
+            most += whole
         dollars = weight * lost_hours(r.job, pool.reclaim_rate_per_h) * (pool.gpu_hour_price or 0.0)
         low -= dollars * most
         high -= dollars * least
