@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from placement_models import PlacementRequest, presets
 from pydantic import ValidationError
 
@@ -133,3 +135,27 @@ def test_a_plan_for_a_las_request_verifies_against_the_request_as_sent() -> None
     # the same plan against the request without its preset breaks the rules LAS relaxed (r is not preemptible)
     bare = {**request, "policy": {**request["policy"], "preset": "one-shot"}}
     assert any(v.startswith("preemption") for v in verify(bare, out))
+
+
+_JOB = st.tuples(st.sampled_from([1, 2, 4, 8, 16]), st.integers(0, 40), st.sampled_from([None, 0.5, 3.0, 30.0]),
+                 st.sampled_from([None, 0.0, 0.5, 5.0, 50.0]), st.integers(0, 2))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_JOB, min_size=1, max_size=12), st.lists(_JOB, max_size=4),
+       st.sampled_from(["auto", "one-shot", "completion", "las", "bounded-wait"]))
+def test_random_requests_plan_and_verify_under_every_preset(jobs: list, running: list, preset: str) -> None:
+    """Solve, then verify against the request as sent (the verifier resolves the preset itself); the same
+    request, seed and workers give the same plan (deterministic mode)."""
+    pending = [_job(f"j{i}", gpus, submitted=f"2026-01-01T{hour % 24:02d}:00:00Z", expected_runtime_h=runtime,
+                    attained_gpu_h=attained, priority=priority)
+               for i, (gpus, hour, runtime, attained, priority) in enumerate(jobs)]
+    runs = [{"job": f"r{i}", "priority": priority, "started_at": f"2026-01-01T{hour % 24:02d}:30:00Z",
+             "expected_runtime_h": runtime, "attained_gpu_h": attained,
+             "pods": [{"task": "w", "node": f"n{i}", "gpus": list(range(min(gpus, 8)))}]}
+            for i, (gpus, hour, runtime, attained, priority) in enumerate(running)]
+    request = _request(pending, nodes=max(2, len(running)), running=runs, preset=preset, time_limit_s=2)
+    out = plan(request)
+    assert verify(request, out) == []
+    again = plan(request)
+    assert [a.model_dump() for a in again.assignments] == [a.model_dump() for a in out.assignments]
