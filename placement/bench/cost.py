@@ -16,8 +16,9 @@ Methods, all scored with the same `placement.pricing` formulas (compute + expect
 * **ours** — `placement.plan` (greedy hint + CP-SAT with the cost terms);
 * **all on-demand** — the same solver with spot forbidden to every job (what a cluster without a
   cost model that plays safe does);
-* **greedy spot-first** — spot_ok jobs go to spot first (cheapest capacity, no notion of reclaim
-  risk), everything else best-fit, in the greedy's priority order: Kueue's ordered flavors;
+* **spot-first (bench's own)** — this bench's own policy, written to stand for Kueue's ordered flavors:
+  spot_ok jobs go to spot first (cheapest capacity, no notion of reclaim risk), everything else
+  best-fit, in the greedy's priority order;
 * **greedy** — `placement.api.greedy_plan`: the product's greedy floor alone (the same screen,
   reservations and peak reserve as `placement.plan`), the plan every solve starts from.
 
@@ -198,14 +199,14 @@ def run_one(nodes: int, jobs: int, seed: int, fleet: list[tuple[str, int, int]],
     return {
         "instance": f"{nodes}x{jobs}/s{seed}",
         "ours": _score(ours.cost), "all on-demand": _score(od.cost),
-        "greedy spot-first": score_placement(request, spot_first(request)),
+        "spot-first (bench's own)": score_placement(request, spot_first(request)),
         "greedy": _score(greedy_plan(request).cost),
         "model": f"{ours.solver.variables} vars / {ours.solver.constraints} cons, build {ours.solver.build_s:.2f}s, "
                  f"total {ours_s:.1f}s, {ours.solver.winner}",
     }
 
 
-METHODS = ("ours", "all on-demand", "greedy spot-first", "greedy")
+METHODS = ("ours", "all on-demand", "spot-first (bench's own)", "greedy")
 
 
 def main(argv: list[str] | None = None) -> int:

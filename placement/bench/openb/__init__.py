@@ -9,11 +9,12 @@ the openb traces from github.com/alibaba/clusterdata, folder cluster-trace-gpu-v
 Modules, each importing only from the ones listed before it:
 
 * :mod:`~placement.bench.openb.trace` — the node and pod CSVs read into records (``Pod``, ``NodeTable``);
-* :mod:`~placement.bench.openb.cluster` — the simulated cluster (``ClusterState``, ``Placement``) and
+* :mod:`~placement.bench.openb.cluster` — the simulated cluster (``ClusterState``, ``Binding``) and
   what a policy is handed (``ReplayContext``, the online and batch policy interfaces);
 * :mod:`~placement.bench.openb.policies` — the paper's peers: Random, BestFit, FGD;
-* :mod:`~placement.bench.openb.cpsat_online`, :mod:`~placement.bench.openb.cpsat_batch` — ours,
-  ``cpsat-online`` and ``cpsat-batch`` / ``cpsat-batch50`` (windows of 200 / 50 queued pods);
+* :mod:`~placement.bench.openb.cpsat_online`, :mod:`~placement.bench.openb.cpsat_batch` — this bench's
+  own CP-SAT policies, not the product's planner: ``bench-cpsat-online`` and ``bench-cpsat-batch`` /
+  ``bench-cpsat-batch50`` (windows of 200 / 50 queued pods; the names without ``bench-`` still work);
 * :mod:`~placement.bench.openb.oracle` — where every policy's ceiling is, and the oracle that shows it;
 * :mod:`~placement.bench.openb.registry` — policy names → factories;
 * :mod:`~placement.bench.openb.replay` — the protocol (arrival order, replay loop, metric, ``run``);

@@ -15,7 +15,7 @@ from typing import Any
 
 from placement.bench.openb.loop_metrics import format_header, run_departures
 from placement.bench.openb.loop_metrics import format_table as format_loop_table
-from placement.bench.openb.registry import POLICIES
+from placement.bench.openb.registry import POLICIES, canonical, own_legend
 from placement.bench.openb.replay import run
 from placement.bench.openb.trace import DataNotFound, list_traces, resolve_data_dir
 
@@ -98,7 +98,7 @@ def format_table(results: Sequence[dict[str, Any]]) -> str:
         for row in rows
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return "\n".join(lines + own_legend([r["policy"] for r in results]))
 
 
 def format_leftover(results: Sequence[dict[str, Any]], top: int = 4) -> str:
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         seeds = parse_seeds(args.seeds or "42-51")
         data = resolve_data_dir(args.data)
         traces = list_traces(data) if args.trace == "all" else [t.strip() for t in args.trace.split(",") if t.strip()]
-        policies = [p.strip().lower() for p in args.policies.split(",") if p.strip()]
+        policies = [canonical(p.strip().lower()) for p in args.policies.split(",") if p.strip()]
         for p in policies:
             if p not in POLICIES:
                 raise ValueError(f"unknown policy {p!r}; known: {', '.join(sorted(POLICIES))}")
@@ -265,7 +265,7 @@ def _main_departures(args: argparse.Namespace) -> int:
     try:
         seeds = parse_seeds(args.seeds or "42")
         data = resolve_data_dir(args.data)
-        policies = [p.strip().lower() for p in args.policies.split(",") if p.strip()]
+        policies = [canonical(p.strip().lower()) for p in args.policies.split(",") if p.strip()]
         for p in policies:
             if p not in POLICIES:
                 raise ValueError(f"--policies: unknown policy {p!r}; known: {', '.join(sorted(POLICIES))}")

@@ -18,7 +18,9 @@ import numpy as np
 from placement.bench.openb.trace import GPU_MILLI, NodeTable, Pod, Trace
 
 #: A decision: the node index and the GPU indices on it (empty for CPU-only pods).
-Placement = tuple[int, tuple[int, ...]]
+#: Where a policy binds one pod: (node, GPU indices). Not `placement.solution.Placement`, the planner's pods per
+#: (task, node): this simulator has its own, smaller currency.
+Binding = tuple[int, tuple[int, ...]]
 
 
 class InvalidPlacement(ValueError):
@@ -76,7 +78,7 @@ class ClusterState:
         """The ``count`` lowest-indexed fully idle GPUs: how whole-GPU pods are bound by every peer."""
         return tuple(int(i) for i in np.flatnonzero(self.idle[node] >= GPU_MILLI)[:count])
 
-    def check(self, pod: Pod, placement: Placement) -> str | None:
+    def check(self, pod: Pod, placement: Binding) -> str | None:
         """Why ``placement`` is invalid for ``pod`` now, or None when the cluster can take it."""
         node, gpus = placement
         if not 0 <= node < self.nodes.size:
@@ -95,7 +97,7 @@ class ClusterState:
                 return f"GPU {g} of {self.nodes.names[node]} has {self.idle[node, g]} idle milli, needs {need}"
         return None
 
-    def place(self, pod: Pod, placement: Placement) -> None:
+    def place(self, pod: Pod, placement: Binding) -> None:
         """Bind ``pod``; raises :class:`InvalidPlacement` instead of corrupting the state."""
         why = self.check(pod, placement)
         if why is not None:
@@ -125,7 +127,7 @@ class OnlinePolicy(Protocol):
 
     def prepare(self, ctx: ReplayContext) -> None: ...
 
-    def choose(self, state: ClusterState, pod: Pod) -> Placement | None: ...
+    def choose(self, state: ClusterState, pod: Pod) -> Binding | None: ...
 
 
 class BatchPolicy(Protocol):
@@ -140,4 +142,4 @@ class BatchPolicy(Protocol):
 
     def prepare(self, ctx: ReplayContext) -> None: ...
 
-    def choose_batch(self, state: ClusterState, pods: Sequence[Pod]) -> list[Placement | None]: ...
+    def choose_batch(self, state: ClusterState, pods: Sequence[Pod]) -> list[Binding | None]: ...

@@ -1,4 +1,5 @@
-"""Our batch policy for the openb replay, ``cpsat-batch``: a window of queued pods solved together.
+"""This bench's own batch policy for the openb replay, ``bench-cpsat-batch`` (not the product's planner):
+a window of queued pods solved together.
 
 Why this exists: it is the scheduler-cycle view, where CP-SAT does real search; it sees
 ``window`` queued pods, which the protocol's peers do not, so the table reports it apart.
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from ortools.sat.python import cp_model
 
-from placement.bench.openb.cluster import ClusterState, Placement, ReplayContext
+from placement.bench.openb.cluster import Binding, ClusterState, ReplayContext
 from placement.bench.openb.cpsat_online import CpsatOnlinePolicy, SolverCounters, top_candidates, unpack_key
 from placement.bench.openb.trace import GPU_MILLI, Pod
 
@@ -96,7 +97,7 @@ class CpsatBatchPolicy:
     ) -> None:
         self.seed = seed
         self.window = window
-        self.name = f"cpsat-batch{window}" if window != 200 else "cpsat-batch"
+        self.name = f"bench-cpsat-batch{window}" if window != 200 else "bench-cpsat-batch"
         self.top_k = top_k
         self.fresh_slots = fresh_slots
         self.time_limit_s = time_limit_s
@@ -112,12 +113,12 @@ class CpsatBatchPolicy:
 
     # -- the hint: the online policy, pod by pod, on a private copy of the cluster -------------------
 
-    def _hint(self, state: ClusterState, pods: Sequence[Pod]) -> list[Placement | None]:
+    def _hint(self, state: ClusterState, pods: Sequence[Pod]) -> list[Binding | None]:
         if self._shadow is None or self._shadow.nodes is not state.nodes:
             self._shadow = clone_state(state)
         else:
             sync_state(self._shadow, state)
-        out: list[Placement | None] = []
+        out: list[Binding | None] = []
         for pod in pods:
             d = self.online.choose_fast(self._shadow, pod)
             if d is not None:
@@ -143,7 +144,7 @@ class CpsatBatchPolicy:
 
     # -- the model ------------------------------------------------------------------------------------
 
-    def choose_batch(self, state: ClusterState, pods: Sequence[Pod]) -> list[Placement | None]:
+    def choose_batch(self, state: ClusterState, pods: Sequence[Pod]) -> list[Binding | None]:
         if not pods:
             return []
         shapes: dict[Shape, list[int]] = {}
@@ -191,8 +192,8 @@ class CpsatBatchPolicy:
         return self._fill(state, pods, decided)
 
     def _fill(
-        self, state: ClusterState, pods: Sequence[Pod], decided: list[Placement | None]
-    ) -> list[Placement | None]:
+        self, state: ClusterState, pods: Sequence[Pod], decided: list[Binding | None]
+    ) -> list[Binding | None]:
         """Place the pods the model left out that still fit once the window's placements are made.
 
         The model sees only each shape's candidate nodes, so it can leave out a pod some other node
@@ -226,7 +227,7 @@ class CpsatBatchPolicy:
         shapes: dict[Shape, list[int]],
         reps: list[Pod],
         cands: list[list[int]],
-        hint: list[Placement | None],
+        hint: list[Binding | None],
     ) -> tuple[cp_model.CpModel, list[_Var], dict[tuple[int, int], cp_model.IntVar]]:
         """The window's model (see the module docstring), with the hint set on every variable."""
         model = cp_model.CpModel()
@@ -377,10 +378,10 @@ class CpsatBatchPolicy:
         variables: list[_Var],
         opened: dict[tuple[int, int], cp_model.IntVar],
         solver: cp_model.CpSolver,
-    ) -> list[Placement | None]:
+    ) -> list[Binding | None]:
         """Counts back to pods (arrival order within a shape) and GPU indices: fresh slot j is the
         node's j-th fully idle GPU; whole-GPU pods take the fully idle GPUs after the opened slots."""
-        out: list[Placement | None] = [None] * len(pods)
+        out: list[Binding | None] = [None] * len(pods)
         queue = {si: list(shapes[s]) for si, s in enumerate(shape_list)}  # arrival order within a shape
         by_node: dict[int, list[_Var]] = {}
         for v in variables:

@@ -1,4 +1,5 @@
-"""Our online policy for the openb replay, ``cpsat-online``, and the fragmentation measure it scores with.
+"""This bench's own online policy for the openb replay, ``bench-cpsat-online`` (not the product's planner),
+and the fragmentation measure it scores with.
 
 Why this exists: it is the like-for-like rival of FGD (one arrival at a time, no look-ahead), and
 its key is what the batch policy (:mod:`placement.bench.openb.cpsat_batch`) builds on. Both know
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from ortools.sat.python import cp_model
 
-from placement.bench.openb.cluster import ClusterState, Placement, ReplayContext
+from placement.bench.openb.cluster import Binding, ClusterState, ReplayContext
 from placement.bench.openb.policies import FGDPolicy, fgd_score
 from placement.bench.openb.trace import GPU_MILLI, Pod
 
@@ -181,7 +182,7 @@ class SolverCounters:
 class CpsatOnlinePolicy:
     """One arrival at a time: CP-SAT picks (node, GPU) among the top-k nodes by the fragmentation key."""
 
-    name = "cpsat-online"
+    name = "bench-cpsat-online"
 
     def __init__(self, seed: int = 0, top_k: int = 8) -> None:
         del seed  # deterministic given the node ranks
@@ -245,7 +246,7 @@ class CpsatOnlinePolicy:
             return int(np.argmax([big_w * s + mid_w * d + t for s, d, t in zip(score, delta, tie, strict=True)]))
         return next(i for i, v in enumerate(x) if self._solver.boolean_value(v))
 
-    def choose(self, state: ClusterState, pod: Pod) -> Placement | None:
+    def choose(self, state: ClusterState, pod: Pod) -> Binding | None:
         opts = self.options(state, pod)
         if not opts:
             return None
@@ -253,7 +254,7 @@ class CpsatOnlinePolicy:
         node, gpu, _ = opts[i]
         return node, _gpus_for(state, node, pod, gpu)
 
-    def choose_fast(self, state: ClusterState, pod: Pod) -> Placement | None:
+    def choose_fast(self, state: ClusterState, pod: Pod) -> Binding | None:
         """The same decision as :meth:`choose` by a numpy argmax over the same options, no solver.
 
         Options come best node first (key, then rank) and GPUs in index order, so the first option

@@ -57,7 +57,7 @@ from typing import Any
 
 import numpy as np
 
-from placement.bench.openb.cluster import ClusterState, InvalidPlacement, Placement, ReplayContext
+from placement.bench.openb.cluster import Binding, ClusterState, InvalidPlacement, ReplayContext
 from placement.bench.openb.trace import GPU_MILLI, NodeTable, Pod, Trace, trace_file, trace_from_rows
 
 HOUR = 3600.0
@@ -120,7 +120,7 @@ def load_loop_trace(trace: str = "default", data: Path | str | None = None) -> L
 # -- the cluster: release and an independent audit -----------------------------------------------------
 
 
-def release(state: ClusterState, pod: Pod, placement: Placement) -> None:
+def release(state: ClusterState, pod: Pod, placement: Binding) -> None:
     """Give back what :meth:`ClusterState.place` took (the state has no release of its own)."""
     node, gpus = placement
     state.cpu_free[node] += pod.cpu
@@ -147,7 +147,7 @@ class Ledger:
         self.gpu = np.zeros((n, self.g + 1), dtype=np.int64)  # last column: GPU indices the node lacks
         self._have = np.where(np.arange(self.g)[None, :] < nodes.gpus[:, None], GPU_MILLI, 0)
 
-    def add(self, pod: Pod, placement: Placement, sign: int = 1) -> list[str]:
+    def add(self, pod: Pod, placement: Binding, sign: int = 1) -> list[str]:
         """Tally a bound pod (``sign`` −1: remove it); the per-pod faults it carries, if any."""
         nodes, (node, gpus) = self.nodes, placement
         if not 0 <= node < nodes.size:
@@ -166,7 +166,7 @@ class Ledger:
             self.gpu[node, x] += sign * pod.gpu_milli
         return bad if sign > 0 else []
 
-    def remove(self, pod: Pod, placement: Placement) -> None:
+    def remove(self, pod: Pod, placement: Binding) -> None:
         self.add(pod, placement, sign=-1)
 
     def violations(self, state: ClusterState | None = None, only: Sequence[int] | None = None) -> list[str]:
@@ -184,7 +184,7 @@ class Ledger:
         return bad
 
 
-def audit(nodes: NodeTable, running: Sequence[tuple[Pod, Placement]], state: ClusterState | None = None) -> list[str]:
+def audit(nodes: NodeTable, running: Sequence[tuple[Pod, Binding]], state: ClusterState | None = None) -> list[str]:
     """Every capacity violation of the running pods, recomputed from scratch from the node table alone.
 
     Over-full CPU, memory or GPU (> 1000 milli), a GPU index the node lacks, a GPU model outside
@@ -252,7 +252,7 @@ def simulate(
     unfit_mask = np.array([not empty.feasible(p.pod).any() for p in pods], dtype=bool)
     first, last = (arrival[0], arrival[-1]) if n else (0.0, 0.0)
 
-    running: dict[int, Placement] = {}
+    running: dict[int, Binding] = {}
     ledger = Ledger(nodes)
     departures: list[tuple[float, int]] = []
     queue: list[int] = []  # waiting pod indices, arrival order
@@ -274,7 +274,7 @@ def simulate(
             area += state.used_milli * (hi - t_prev)
             t_prev = hi
 
-    def bind(i: int, d: Placement | None, now: float) -> bool:
+    def bind(i: int, d: Binding | None, now: float) -> bool:
         if d is None:
             return False
         pl = (int(d[0]), tuple(int(x) for x in d[1]))

@@ -16,7 +16,7 @@ import numpy as np
 
 from placement.bench.openb.loop import HOUR, LoopResult, load_loop_trace, simulate
 from placement.bench.openb.loop_load import GAP_CAP_S, compress, demand_profile, offered_load, subset_nodes
-from placement.bench.openb.registry import make_policy, policy_kind
+from placement.bench.openb.registry import canonical, make_policy, own_legend, policy_kind
 from placement.bench.openb.trace import GPU_MILLI, load_nodes
 from placement.bench.table import markdown, row_cells
 
@@ -105,6 +105,7 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
         "invalid: decisions the cluster refused plus capacity violations found by the audit after every "
         "pass. cycle ms: wall clock of each tick pass that ran (a tick runs only after a change). "
         "online policies decide an arrival at once; batch policies only at ticks.",
+        *own_legend([r["policy"] for r in rows]),
     ]
     for r in rows:
         out += [f"invalid by {r['policy']}: {note}" for note in r.get("invalid_notes", [])[:3]]
@@ -155,7 +156,7 @@ def run_departures(
             t0 = time.perf_counter()
             res = simulate(nodes, lt.trace, pods, pol, seed=seed, cycle_s=cycle_s)
             row = metrics(res)
-            row["policy"], row["kind"], row["seconds"] = name, policy_kind(pol), time.perf_counter() - t0
+            row["policy"], row["kind"], row["seconds"] = canonical(name), policy_kind(pol), time.perf_counter() - t0
             setup["unfit"] = res.unfit
             rows.append(row)
             if progress is not None:

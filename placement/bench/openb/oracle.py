@@ -18,7 +18,7 @@ scheduler knows more demand is coming than the cluster holds, which the protocol
 
 from __future__ import annotations
 
-from placement.bench.openb.cluster import ClusterState, Placement, ReplayContext
+from placement.bench.openb.cluster import Binding, ClusterState, ReplayContext
 from placement.bench.openb.cpsat_online import CpsatOnlinePolicy
 from placement.bench.openb.trace import Pod
 
@@ -39,7 +39,7 @@ class RefusingOracle:
     def prepare(self, ctx: ReplayContext) -> None:
         self.inner.prepare(ctx)
 
-    def choose(self, state: ClusterState, pod: Pod) -> Placement | None:
+    def choose(self, state: ClusterState, pod: Pod) -> Binding | None:
         if pod.num_gpu == 1 and pod.gpu_milli == self.refuse_milli:
             return None
         return self.inner.choose(state, pod)

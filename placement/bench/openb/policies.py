@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placement.bench.openb.cluster import ClusterState, Placement, ReplayContext
+from placement.bench.openb.cluster import Binding, ClusterState, ReplayContext
 from placement.bench.openb.trace import GPU_MILLI, Pod
 
 #: Share of pods the FGD typical-pod groups must cover.
@@ -45,7 +45,7 @@ class RandomPolicy:
     def prepare(self, ctx: ReplayContext) -> None:
         self.rng = np.random.default_rng(ctx.seed + 1_000_003)
 
-    def choose(self, state: ClusterState, pod: Pod) -> Placement | None:
+    def choose(self, state: ClusterState, pod: Pod) -> Binding | None:
         cand = np.flatnonzero(state.feasible(pod))
         if cand.size == 0:
             return None
@@ -82,7 +82,7 @@ class BestFitPolicy:
         den = 2 * BESTFIT_CPU_SCALE // 100
         return np.where(num >= 0, num // den, -((-num) // den))
 
-    def choose(self, state: ClusterState, pod: Pod) -> Placement | None:
+    def choose(self, state: ClusterState, pod: Pod) -> Binding | None:
         feasible = state.feasible(pod)
         if not feasible.any():
             return None
@@ -285,7 +285,7 @@ class FGDPolicy:
             stamp[stale] = state.version[stale]
         return score, gpu
 
-    def choose(self, state: ClusterState, pod: Pod) -> Placement | None:
+    def choose(self, state: ClusterState, pod: Pod) -> Binding | None:
         feasible = state.feasible(pod)
         if not feasible.any():
             return None

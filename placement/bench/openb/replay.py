@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from placement.bench.openb.cluster import ClusterState, InvalidPlacement, ReplayContext
-from placement.bench.openb.registry import make_policy, policy_kind
+from placement.bench.openb.registry import canonical, make_policy, policy_kind
 from placement.bench.openb.trace import GPU_MILLI, NodeTable, Pod, Trace, load_nodes, load_trace
 
 #: Load the trace is inflated to, as a fraction of GPU capacity (the paper's 130 %).
@@ -240,6 +240,7 @@ def run(
     (list of [arrived %, mean allocation %] over seeds), ``published`` (paper's value at 100/130
     when known). Allocation values are percent of GPU milli; NaN when a ``limit`` slice ends first.
     """
+    policy = canonical(policy)  # the bench's own policies under the names that say so
     nodes = load_nodes(data)
     tr = load_trace(trace, data)
     per_seed: list[dict[str, Any]] = []

@@ -1,4 +1,5 @@
-"""Scarce nodes last: ``cpsat-online-scarce``, cpsat-online that keeps rare nodes for the pods only they take.
+"""Scarce nodes last: ``bench-cpsat-online-scarce``, this bench's cpsat-online
+that keeps rare nodes for the pods only they take.
 
 Why this exists: in the loop with departures (:mod:`placement.bench.openb.loop`) a node that a pod takes
 is gone for the pod's whole lifetime, weeks for some openb pods. The default trace on 15 % of the
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from placement.bench.openb.cluster import ClusterState, Placement, ReplayContext
+from placement.bench.openb.cluster import Binding, ClusterState, ReplayContext
 from placement.bench.openb.cpsat_online import CpsatOnlinePolicy
 from placement.bench.openb.trace import NodeTable, Pod
 
@@ -37,7 +38,7 @@ def scarce_nodes(nodes: NodeTable, share: float = SCARCE_SHARE) -> np.ndarray:
 class ScarceLastPolicy:
     """cpsat-online, with scarce nodes offered only to pods that fit nothing else (module docstring)."""
 
-    name = "cpsat-online-scarce"
+    name = "bench-cpsat-online-scarce"
 
     def __init__(self, seed: int = 0, share: float = SCARCE_SHARE) -> None:
         self.inner = CpsatOnlinePolicy(seed)
@@ -48,7 +49,7 @@ class ScarceLastPolicy:
         self.inner.prepare(ctx)
         self.scarce = scarce_nodes(ctx.nodes, self.share)
 
-    def choose(self, state: ClusterState, pod: Pod) -> Placement | None:
+    def choose(self, state: ClusterState, pod: Pod) -> Binding | None:
         if (state.feasible(pod) & ~self.scarce).any():
             self.inner.blocked = self.scarce
         try:

@@ -41,7 +41,7 @@ def run(node_rows: list[dict[str, str]], pod_rows: list[dict[str, str]], policy:
     return res, starts
 
 
-PEERS_AND_OURS = ["fgd", "bestfit", "cpsat-online"]
+PEERS_AND_OURS = ["fgd", "bestfit", "bench-cpsat-online"]
 
 # ----------------------------------------------------------------------------------- reading the times
 
@@ -107,7 +107,7 @@ def test_batch_policy_decides_at_ticks_only_and_stays_valid() -> None:
     nodes = [node_row("n0", 64000, 2), node_row("n1", 32000, 1, model="B")]
     pods = [timed(f"p{i}", 8000, 1, 500 if i % 2 else 1000, 5 * i, 5 * i + 200, spec="B" if i % 3 == 0 else "")
             for i in range(12)]
-    res, start = run(nodes, pods, "cpsat-batch50")
+    res, start = run(nodes, pods, "bench-cpsat-batch50")
     assert res.invalid == 0
     assert all(math.isnan(s) or s % 60 == 0 for s in start.values())  # only at ticks
     assert res.never_started == 0 and res.unfit == 0
@@ -221,7 +221,7 @@ def test_cli_departures_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture
     text = capsys.readouterr().out
     assert "| policy" in text and "| fgd" in text and "offered load 1.200" in text
     got = json.loads(out.read_text())
-    assert [r["policy"] for r in got["rows"]] == ["fgd", "bestfit", "cpsat-online"]
+    assert [r["policy"] for r in got["rows"]] == ["fgd", "bestfit", "bench-cpsat-online"]  # the old name, renamed
     assert all(r["invalid"] == 0 and r["started"] + r["never_started"] == 20 for r in got["rows"])
     assert any(r["wait_max_h"] > 0 for r in got["rows"])  # contended: someone waited
 

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from openb_helpers import node_row, real_data
 
-from placement.bench.openb.cluster import ClusterState, Placement, ReplayContext
+from placement.bench.openb.cluster import Binding, ClusterState, ReplayContext
 from placement.bench.openb.cpsat_batch import CpsatBatchPolicy, clone_state, sync_state
 from placement.bench.openb.cpsat_online import CpsatOnlinePolicy, FragmentationScorer, pack_key, unpack_key
 from placement.bench.openb.policies import FGDPolicy
-from placement.bench.openb.registry import POLICIES, make_policy, policy_kind
+from placement.bench.openb.registry import OWN_LEGEND, POLICIES, canonical, make_policy, own_legend, policy_kind
 from placement.bench.openb.replay import replay
 from placement.bench.openb.trace import (
     GPU_MILLI,
@@ -56,13 +56,13 @@ class _Checked:
         assert (state.idle >= 0).all() and (state.idle <= GPU_MILLI).all()
         assert state.used_milli == state.capacity_milli - int(state.idle.sum())
 
-    def choose(self, state: ClusterState, pod: Pod) -> Placement | None:
+    def choose(self, state: ClusterState, pod: Pod) -> Binding | None:
         self._invariants(state)
         d = self.inner.choose(state, pod)  # type: ignore[attr-defined]
         assert (d is None) == (not state.feasible(pod).any())  # online: fails only when nothing fits
         return d
 
-    def _batch(self, state: ClusterState, pods: list[Pod]) -> list[Placement | None]:
+    def _batch(self, state: ClusterState, pods: list[Pod]) -> list[Binding | None]:
         self._invariants(state)
         out = self.inner.choose_batch(state, pods)  # type: ignore[attr-defined]
         trial = clone_state(state)
@@ -192,7 +192,7 @@ def test_sync_state_bumps_versions_of_changed_nodes_only() -> None:
     assert shadow.version[0] == v[0] and shadow.version[1] > v[1]
 
 
-@pytest.mark.parametrize("policy", ["cpsat-online", "cpsat-batch50"])
+@pytest.mark.parametrize("policy", ["bench-cpsat-online", "bench-cpsat-batch50"])
 def test_tiny_replay_never_over_allocates(policy: str) -> None:
     rng = np.random.default_rng(11)
     nodes = nodes_from_rows([node_row(f"n{i}", 32000, int(g), "AB"[i % 2]) for i, g in enumerate([2, 4, 8, 1, 2, 8])])
@@ -218,7 +218,7 @@ def test_tiny_replay_never_over_allocates(policy: str) -> None:
     res = replay(nodes, trace, _Checked(inner), seed=3)
     assert res.arrived[-1] > res.capacity_milli and res.failed > 0  # inflated past capacity
     assert (np.diff(res.used) >= 0).all() and res.used[-1] <= res.capacity_milli
-    if policy == "cpsat-online":
+    if policy == "bench-cpsat-online":
         assert res.failed_while_feasible == 0
 
 
@@ -236,10 +236,14 @@ def test_oracle_refuses_only_its_size_and_the_harness_counts_it_as_declined() ->
 
 
 def test_policies_are_registered_and_reported_apart() -> None:
-    assert {"cpsat-online", "cpsat-batch", "cpsat-batch50"} <= set(POLICIES)
-    assert policy_kind(make_policy("cpsat-online", 1)) == "online"
-    assert policy_kind(make_policy("cpsat-batch", 1)) == "batch W=200"
-    assert make_policy("cpsat-batch50", 1).window == 50
+    assert {"bench-cpsat-online", "bench-cpsat-batch", "bench-cpsat-batch50"} <= set(POLICIES)
+    assert policy_kind(make_policy("bench-cpsat-online", 1)) == "online"
+    assert policy_kind(make_policy("bench-cpsat-batch", 1)) == "batch W=200"
+    assert make_policy("bench-cpsat-batch50", 1).window == 50
+    # the bench's own policies say so in their names; the names they had before still work
+    assert make_policy("cpsat-online", 1).name == "bench-cpsat-online"
+    assert canonical("cpsat-batch50") == "bench-cpsat-batch50" and canonical("FGD") == "FGD"
+    assert own_legend(["fgd", "bench-cpsat-online"]) == [OWN_LEGEND] and own_legend(["fgd"]) == []
 
 
 # ---------------------------------------------------------------------------------------- real data

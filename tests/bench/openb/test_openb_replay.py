@@ -15,7 +15,7 @@ import pytest
 from openb_helpers import node_row, pod_row, real_data, write_data
 
 from placement.bench.openb.cli import format_leftover, main, parse_seeds
-from placement.bench.openb.cluster import ClusterState, Placement, ReplayContext
+from placement.bench.openb.cluster import Binding, ClusterState, ReplayContext
 from placement.bench.openb.policies import TypicalPods
 from placement.bench.openb.registry import POLICIES, make_policy, register_policy
 from placement.bench.openb.replay import WHOLE_IDLE, allocation_curve, arrival_order, replay, run
@@ -81,7 +81,7 @@ class _Checked:
     def prepare(self, ctx: ReplayContext) -> None:
         self.inner.prepare(ctx)  # type: ignore[attr-defined]
 
-    def choose(self, state: ClusterState, pod: Pod) -> Placement | None:
+    def choose(self, state: ClusterState, pod: Pod) -> Binding | None:
         assert (state.cpu_free >= 0).all() and (state.mem_free >= 0).all()
         assert (state.idle >= 0).all() and (state.idle <= GPU_MILLI).all()
         assert state.used_milli == state.capacity_milli - int(state.idle.sum())
@@ -122,7 +122,7 @@ def test_leftover_is_filed_beside_the_largest_pod_of_each_gpu() -> None:
         def prepare(self, ctx: ReplayContext) -> None:
             pass
 
-        def choose(self, state: ClusterState, pod: Pod) -> Placement | None:
+        def choose(self, state: ClusterState, pod: Pod) -> Binding | None:
             return self.where[pod.gpu_milli]
 
     res = replay(nodes, trace, InOrder(), seed=0, limit=4)
@@ -153,8 +153,8 @@ def test_run_main_and_a_registered_batch_policy(tmp_path: Path, capsys: pytest.C
         def prepare(self, ctx: ReplayContext) -> None:
             pass
 
-        def choose_batch(self, state: ClusterState, pods: list[Pod]) -> list[Placement | None]:
-            out: list[Placement | None] = []
+        def choose_batch(self, state: ClusterState, pods: list[Pod]) -> list[Binding | None]:
+            out: list[Binding | None] = []
             idle = state.idle.copy()
             for pod in pods:
                 nodes = np.flatnonzero((idle >= pod.gpu_milli).any(axis=1))

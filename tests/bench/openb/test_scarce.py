@@ -39,14 +39,14 @@ def _run(policy: str) -> tuple[dict[str, float], int]:
 
 
 def test_small_pods_leave_the_scarce_node_to_the_pod_only_it_takes() -> None:
-    starts, invalid = _run("cpsat-online-scarce")
+    starts, invalid = _run("bench-cpsat-online-scarce")
     assert starts["big"] == 100.0 and invalid == 0
     assert all(np.isfinite(s) for s in starts.values())
 
 
 def test_a_scarce_node_is_chosen_only_when_nothing_else_fits() -> None:
     table = nodes_from_rows(_nodes())
-    policy = make_policy("cpsat-online-scarce", 42)
+    policy = make_policy("bench-cpsat-online-scarce", 42)
     policy.prepare(ReplayContext(nodes=table, trace=Trace("t", (SMALL,)), seed=42))
     state = ClusterState(table)
     chosen = set()
