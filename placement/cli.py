@@ -341,10 +341,12 @@ targets (each bench's --help lists its options):
   scale            one plan() call per size in a fresh process: whole-call time, peak memory, their slope
                    against nodes × jobs (--sizes 1024,4096 --time-limit 10)
   slurm            an ITP slice replayed into a real Slurm (placement.slurm.lab): Slurm's own backfill
-                   against placement deciding, numbers from Slurm's job completion log"""
+                   against placement deciding, numbers from Slurm's job completion log
+  solvers          the exported MPS solved by HiGHS and SCIP beside CP-SAT (placement.plan), same time limit
+                   and threads; each MIP solution read back into a plan and verified (default: instances/library)"""
 
 
-NAMED_BENCHES = ("openb", "cycles", "topology", "teams", "mig", "cost", "scale", "slurm")
+NAMED_BENCHES = ("openb", "cycles", "topology", "teams", "mig", "cost", "scale", "slurm", "solvers")
 
 
 def cmd_bench(args: argparse.Namespace, rest: list[str]) -> int:

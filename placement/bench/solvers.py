@@ -1,0 +1,217 @@
+"""`placement bench solvers [DIR|FILE ...]`: who solves the placement model to which gap, CP-SAT or a MIP solver.
+
+For each instance the model is exported as ``placement export REQUEST -o model.mps`` writes it and solved
+by HiGHS and SCIP with the same time limit and threads; CP-SAT runs as the product runs it,
+``placement.plan`` with ``workers`` = threads (wall clock, not deterministic), so its column is what a
+user gets, not a bare solve. Every number is in the plan's units (GPU-equivalents: the MPS objective
+divided by the compiler's SCALE, maximised). A MIP solution is read back into a plan through the
+product's decode and checked by ``placement.verify`` (`placement.bench.mip`): a solver that reports a
+good objective with a plan the verifier refuses has not solved the problem.
+
+The two models are not always the same: ``plan`` screens never-fitting jobs (which changes strict
+priority weights), attaches reservations and trims candidate pairs by the time left, while ``export``
+compiles the request as given with the greedy plan's candidate pairs. So a ``cpsat-export`` row runs
+CP-SAT on the exported model itself: the rows that share a model are comparable number for number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from placement.api import parse, plan
+from placement.bench.instances import SUFFIXES
+from placement.bench.mip import PACKAGES, SOLVE, export_mps, read_back, solve_cpsat
+from placement.bench.table import Column, markdown, row_cells
+from placement.compile.context import SCALE
+from placement.export import ExportError
+from placement.io import load_document
+
+#: Every solver, in the table's order.
+SOLVERS = ("cpsat", "cpsat-export", "highs", "scip")
+#: Instances when no path is given: the seeded library, relative to the working directory.
+DEFAULT = Path("instances/library")
+
+
+class Usage(ValueError):
+    """A command line this bench cannot run; main prints it as an ``error:`` line and exits 2."""
+
+
+def available(name: str) -> bool:
+    """Whether the solver's package is importable (CP-SAT always is: it is the product's own)."""
+    return name not in PACKAGES or importlib.util.find_spec(PACKAGES[name]) is not None
+
+
+def instances(targets: Sequence[str]) -> list[Path]:
+    """The instance files the targets name: a file itself, a folder's requests (not plans, not best-known
+    records), sorted; a path that does not exist is a usage error, raised before anything runs."""
+    files: list[Path] = []
+    for target in targets:
+        path = Path(target)
+        if not path.exists():
+            raise Usage(f"no such instance file or folder: {target}")
+        if path.is_file():
+            files.append(path)
+            continue
+        files += sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(SUFFIXES)
+                        and not p.name.endswith((".plan.json", ".best.json")))
+    return files
+
+
+def _gap(objective: float | None, bound: float | None) -> float | None:
+    """The product's relative gap (placement.search): (bound − objective) / max(1, |bound|), maximising."""
+    if objective is None or bound is None:
+        return None
+    return max(0.0, bound - objective) / max(1.0, abs(bound))
+
+
+def run_cpsat(data: dict[str, Any], time_limit: float, threads: int) -> dict[str, Any]:
+    """``placement.plan`` with the bench's limit and threads; its plans are verified inside ``plan``."""
+    data = dict(data)
+    data["policy"] = {**(data.get("policy") or {}), "time_limit_s": time_limit, "workers": threads,
+                      "deterministic": False}
+    result = plan(parse(data))
+    s = result.solver
+    return {"status": result.status, "objective": s.objective, "bound": s.bound, "gap": s.gap,
+            "time_s": s.wall_s, "verified": True, "variables": s.variables, "constraints": s.constraints,
+            "note": f"bound: {s.bound_kind}" + (", restricted model" if s.restricted else "")}
+
+
+def run_instance(path: Path, solvers: Sequence[str], time_limit: float, threads: int) -> list[dict[str, Any]]:
+    """One row per solver for the instance at `path`; MIP solvers share one export of the model."""
+    data = load_document(path)
+    request = parse(data)
+    gap_limit = request.policy.relative_gap_limit
+    rows: list[dict[str, Any]] = []
+    mips = [s for s in solvers if s != "cpsat"]
+    with tempfile.TemporaryDirectory(prefix="placement-bench-solvers-") as tmp:
+        exported = None
+        failed = None
+        if mips:
+            try:
+                exported = export_mps(request, Path(tmp))
+            except ExportError as exc:
+                failed = str(exc)
+        for solver in solvers:
+            row: dict[str, Any] = {"instance": path.name, "solver": solver}
+            if solver == "cpsat":
+                row |= run_cpsat(data, time_limit, threads)
+            elif exported is None:
+                row |= {"status": "not exported", "note": failed}
+            else:
+                row |= _mip_row(solver, request, exported, time_limit, threads, gap_limit)
+            rows.append(row)
+    return rows
+
+
+def _mip_row(solver: str, request: Any, exported: Any, time_limit: float, threads: int,
+             gap_limit: float) -> dict[str, Any]:
+    """A MIP solver's row: its numbers divided into the plan's units, and the read-back plan's verdict."""
+    if solver == "cpsat-export":
+        result = solve_cpsat(exported.ctx, time_limit, threads, gap_limit)
+    else:
+        result = SOLVE[solver](exported.path, time_limit, threads, gap_limit)
+    objective = None if result.objective is None else result.objective / SCALE
+    bound = None if result.bound is None else result.bound / SCALE
+    row: dict[str, Any] = {"status": result.status, "objective": objective, "bound": bound,
+                           "gap": _gap(objective, bound), "time_s": round(result.time_s, 3),
+                           "variables": exported.variables, "constraints": exported.constraints,
+                           "verified": None, "note": result.note}
+    if result.values is not None:
+        decoded, violations = read_back(request, exported.ctx, result.values, result.status)
+        row["verified"] = not violations
+        row["decoded_objective"] = decoded
+        if violations:
+            row["note"] = f"{len(violations)} violations, first: {violations[0]}"
+        elif objective is not None and abs(decoded - objective) > 1e-6 * max(1.0, abs(objective)):
+            row["note"] = f"decoded plan's objective {decoded:g} differs from the solver's"
+    if solver == "scip":
+        row["note"] = "; ".join(filter(None, [row.get("note"), "SCIP searches on 1 thread"]))
+    return row
+
+
+#: (header, row key, format): the table's columns, left to right.
+COLUMNS: tuple[Column, ...] = (
+    ("instance", "instance", "s"),
+    ("solver", "solver", "s"),
+    ("status", "status", "s"),
+    ("objective", "objective", ".3f"),
+    ("bound", "bound", ".3f"),
+    ("gap %", "gap_pct", ".3f"),
+    ("time s", "time_s", ".2f"),
+    ("verified", "verified", "s"),
+    ("variables", "variables", "d"),
+    ("constraints", "constraints", "d"),
+    ("note", "note", "s"),
+)
+
+
+def format_table(rows: Sequence[dict[str, Any]], time_limit: float, threads: int) -> str:
+    """A Markdown table, one row per (instance, solver), and a footer that says how to read it."""
+    body = [row_cells({**r, "gap_pct": None if r.get("gap") is None else 100 * r["gap"]}, COLUMNS) for r in rows]
+    out = markdown([h for h, _, _ in COLUMNS], body, left={"instance", "solver", "status", "verified", "note"})
+    out += [
+        "",
+        f"time limit {time_limit:g} s, {threads} threads. objective, bound: the plan's units (GPU-equivalents, "
+        "maximised; a MIP's value is the MPS objective / 1000). gap: (bound − objective) / max(1, |bound|). "
+        "cpsat: placement.plan (whole call, its own model: jobs that never fit are screened out, which changes "
+        "strict priority weights, so its objective can differ in scale from the export's; its bound is the whole "
+        "problem's when it has one). cpsat-export, highs, scip: the one model placement export writes (CP-SAT "
+        "on it through placement.search, no hint; HiGHS and SCIP from the MPS file, time includes reading). "
+        "verified: the solution decoded by the product and passed by placement.verify (— without a solution).",
+    ]
+    return "\n".join(out)
+
+
+def main(argv: list[str]) -> int:
+    """Parse the command line, run every (instance, solver) one at a time, print the table."""
+    ap = argparse.ArgumentParser(prog="placement bench solvers", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("targets", nargs="*", help=f"instance files or folders (default: {DEFAULT}/)")
+    ap.add_argument("--time-limit", type=float, default=10.0, help="seconds per solver and instance (default 10)")
+    ap.add_argument("--threads", type=int, default=2, help="threads for every solver (default 2)")
+    ap.add_argument("--solvers", default=None,
+                    help=f"comma-separated, of {','.join(SOLVERS)} (default: those installed)")
+    ap.add_argument("--json", help="also write the rows as JSON here")
+    args = ap.parse_args(argv)
+    try:
+        if args.time_limit <= 0 or args.threads < 1:
+            raise Usage("--time-limit must be positive and --threads at least 1")
+        if args.solvers is None:
+            solvers = [s for s in SOLVERS if available(s)]
+            for s in SOLVERS:
+                if s not in solvers:
+                    print(f"note: {s} skipped, {PACKAGES[s]} is not installed "
+                          "(pip install 'gpu-placement-planner[solvers]')", file=sys.stderr)
+        else:
+            solvers = [s.strip() for s in args.solvers.split(",") if s.strip()]
+            unknown = [s for s in solvers if s not in SOLVERS]
+            if unknown or not solvers:
+                raise Usage(f"--solvers takes {', '.join(SOLVERS)}, not {args.solvers!r}")
+            missing = [s for s in solvers if not available(s)]
+            if missing:
+                raise Usage(f"{', '.join(missing)} needs {', '.join(PACKAGES[s] for s in missing)}: "
+                            "pip install 'gpu-placement-planner[solvers]'")
+        files = instances(args.targets or [str(DEFAULT)])
+        if not files:
+            raise Usage(f"no instance files in {' '.join(args.targets or [str(DEFAULT)])}")
+    except Usage as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    rows: list[dict[str, Any]] = []
+    for path in files:
+        for row in run_instance(path, solvers, args.time_limit, args.threads):
+            rows.append(row)
+            gap = "—" if row.get("gap") is None else f"{100 * row['gap']:.3f}%"
+            print(f"{path.name} {row['solver']}: {row['status']} gap {gap} verified {row.get('verified')}",
+                  file=sys.stderr)
+    print(format_table(rows, args.time_limit, args.threads))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
