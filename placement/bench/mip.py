@@ -9,7 +9,11 @@ decodes is checked by exactly the rules a CP-SAT plan is.
 
 from __future__ import annotations
 
+import os
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,11 +88,26 @@ def _values(names: list[str], values: list[float]) -> dict[int, int]:
     return out
 
 
+@contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """File descriptor 1 points at stderr for the block: C++ code writes there past Python's sys.stdout, and the
+    bench's stdout is the table a reader pipes into a file."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def solve_highs(path: Path, time_limit: float, threads: int, gap: float) -> MipResult:
     """HiGHS on the MPS file: its status, incumbent, dual bound and the incumbent's column values."""
     import highspy
 
-    h = highspy.Highs()
+    with _stdout_to_stderr():  # HiGHS prints its banner on creation, before output_flag can be unset
+        h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("time_limit", float(time_limit))
     h.setOptionValue("threads", int(threads))
