@@ -121,7 +121,7 @@ def _cell(row: dict[str, Any], key: str, fmt: str) -> str:
     if fmt == "len":
         return str(len(value or []))
     if fmt == "kills":
-        return f"{row['kills']} ({row['kills_mid_cycle']})" if row["run"] == "placement" else "—"
+        return f"{row['kills']} ({row['kills_mid_cycle']})" if row.get("placer_cycles") else "—"
     if fmt == "cycle":
         return "—" if math.isnan(row["cycle_mean_s"]) else f"{row['cycle_mean_s']:.2f}/{row['cycle_p95_s']:.2f}"
     if fmt == "min":
