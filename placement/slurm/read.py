@@ -182,11 +182,16 @@ def _running(job: dict[str, Any], nodes: dict[str, dict[str, Any]], prio: int) -
         pods.append({"task": TASK, "node": host, "gpus": gpus, "cpu": cpu_each, "memory_gib": mem})
     if not pods:
         return None
-    expected, max_h = _times(job)
     words = comment_words(job.get("comment"))
     entry: dict[str, Any] = {"job": str(job["job_id"]), "priority": prio, "pods": pods,
                              "preemptible": "preemptible" in words and job.get("requeue") is not False,
                              "started_at": _iso(job.get("start_time"))}
+    return _with_account_and_times(entry, job)
+
+
+def _with_account_and_times(entry: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
+    """A running entry with the job's account as team and its runtime estimate and limit, where it has them."""
+    expected, max_h = _times(job)
     if job.get("account"):
         entry["team"] = job["account"]
     if expected:
@@ -226,16 +231,9 @@ def _released(job: dict[str, Any], nodes: dict[str, dict[str, Any]], prio: int, 
             return None
     cpu_each = (job.get("cpus") or 0) / len(hosts)
     mem = _memory_gib(job, cpu_each)
-    expected, max_h = _times(job)
     entry = {"job": str(job["job_id"]), "priority": prio, "preemptible": False, "started_at": now.isoformat(),
              "pods": [{"task": TASK, "node": h, "gpus": gpus[h], "cpu": cpu_each, "memory_gib": mem} for h in hosts]}
-    if job.get("account"):
-        entry["team"] = job["account"]
-    if expected:
-        entry["expected_runtime_h"] = expected
-    if max_h:
-        entry["max_runtime_h"] = max_h
-    return entry
+    return _with_account_and_times(entry, job)
 
 
 def _memory_gib(job: dict[str, Any], cpus_per_node: float) -> float:

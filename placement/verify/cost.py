@@ -14,8 +14,9 @@ itself is an estimate (placement.pricing's model), not recomputed.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
-from placement_models import Job, Node
+from placement_models import Job, Node, Pool
 
 from placement.verify.context import Context, Expected, num, pod_name
 from placement.verify.priority import allowed, pod_values, tiers
@@ -91,12 +92,8 @@ def check_provisioning(ctx: Context) -> list[str]:
 DEFAULT_RUNTIME_H = 1.0
 
 
-def check_cost(ctx: Context) -> list[str]:
-    """The plan's cost summary against its assignments and the pools' prices."""
-    summary = ctx.plan.cost
-    if summary is None:
-        return []
-    pools = {p.name: p for p in ctx.request.cluster.pools}
+def _pricing(pools: dict[str, Pool]) -> tuple[Callable[[Node], float], Callable[[Node], bool]]:
+    """A node's GPU-hour price (0 for an unpriced pool) and whether it is spot, from the request's pools."""
 
     def price(node: Node) -> float:
         pool = pools.get(node.pool) if node.pool else None
@@ -105,6 +102,18 @@ def check_cost(ctx: Context) -> list[str]:
     def spot(node: Node) -> bool:
         pool = pools.get(node.pool) if node.pool else None
         return pool is not None and pool.capacity_type == "spot"
+
+    return price, spot
+
+
+def check_cost(ctx: Context) -> list[str]:
+    """The plan's cost summary against its assignments and the pools' prices."""
+    summary = ctx.plan.cost
+    if summary is None:
+        return []
+    pools = {p.name: p for p in ctx.request.cluster.pools}
+
+    price, spot = _pricing(pools)
 
     per_job: dict[str, list[float]] = {}  # job -> [GPU-equivalents, on spot, per hour, pods on spot]
     for r in ctx.resolved:
@@ -265,13 +274,7 @@ def check_compute_term(ctx: Context) -> list[Expected] | None:
     existing = ctx.request.cluster.nodes
     real = {n.name for n in existing}
 
-    def price(node: Node) -> float:
-        pool = pools.get(node.pool) if node.pool else None
-        return (pool.gpu_hour_price or 0.0) if pool is not None else 0.0
-
-    def spot(node: Node) -> bool:
-        pool = pools.get(node.pool) if node.pool else None
-        return pool is not None and pool.capacity_type == "spot"
+    price, spot = _pricing(pools)
 
     low = high = 0.0
     for r in ctx.resolved:
