@@ -1,6 +1,6 @@
 """`placement slurm run`: the placement brain of a Slurm cluster whose jobs arrive held.
 
-    placement slurm run [--once] [--interval S] [--policy FILE] [--partition P ...] [--dry-run]
+    placement slurm run [--once] [--interval S] [--poll S] [--policy FILE] [--partition P ...] [--dry-run]
                         [--qos-priority QOS=N ...] [--gpu-model NAME]
 
 Slurm is found as every Slurm tool finds it (`SLURM_CONF`, the commands on PATH). Bad options exit 2
@@ -12,6 +12,7 @@ commands a cycle would run, one shell line each, and changes nothing.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import Any
 
@@ -31,7 +32,10 @@ def parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="read the cluster, plan, apply through scontrol; every --interval seconds")
     r.add_argument("--once", action="store_true", help="one cycle, then exit (1 when it failed)")
-    r.add_argument("--interval", type=float, default=30.0, help="seconds between cycles (default 30)")
+    r.add_argument("--interval", type=float, default=30.0, help="most seconds between cycles (default 30)")
+    r.add_argument("--poll", type=float, default=1.0,
+                   help="seconds between looks at the queue (a short squeue) between cycles: a job that ends, "
+                        "starts or arrives starts the next cycle at once (default 1; 0: cycle every --interval)")
     r.add_argument("--policy", metavar="FILE", help="a placement policy (JSON or YAML) for every plan")
     r.add_argument("--partition", action="append", default=[], metavar="P",
                    help="place only jobs and nodes of this partition (repeatable; default all)")
@@ -70,8 +74,10 @@ def main(argv: list[str] | None = None) -> int:
         args = parser().parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
-    if args.interval <= 0 or args.timeout <= 0:
+    if not (0 < args.interval < math.inf and 0 < args.timeout < math.inf):
         return _fail("--interval and --timeout must be positive")
+    if not 0 <= args.poll < math.inf:
+        return _fail("--poll must be 0 (off) or positive")
     qos: dict[str, int] = {}
     for item in args.qos_priority:
         name, sep, value = item.partition("=")
@@ -96,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         print(line, file=sys.stderr, flush=True)
 
     try:
-        return run(slurm, options, interval_s=args.interval, once=args.once or args.dry_run, say=say)
+        return run(slurm, options, interval_s=args.interval, once=args.once or args.dry_run, say=say,
+                   poll_s=args.poll or None)
     except KeyboardInterrupt:
         return 130

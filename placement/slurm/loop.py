@@ -61,13 +61,49 @@ def cycle(slurm: Slurm, options: Options | None = None) -> Cycle:
     return Cycle(snap, plan, run_steps(slurm, plan_steps(snap, plan)))
 
 
+def queue_state(slurm: Slurm) -> str | None:
+    """Slurm's queue as `wait` compares it; None when Slurm cannot say (the next cycle will report why)."""
+    try:
+        return slurm.queue_state()
+    except SlurmError:
+        return None
+
+
+def wait(slurm: Slurm, seen: str | None, *, until: float, poll_s: float | None,
+         sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> bool:
+    """Sleep until `until` (on `clock`), or until Slurm's queue is no longer `seen`, looking every `poll_s`.
+
+    Why: a GPU freed just after a cycle would otherwise stay idle for the rest of the interval, and
+    Slurm's own scheduler starts work on it at its next pass. Polling a short `squeue` (milliseconds)
+    lets the interval stay long, for a quiet cluster, while a job that ends, starts or arrives brings
+    the next cycle forward. True when a change cut the wait short. No `seen` (Slurm unreadable) or no
+    `poll_s`: a plain sleep to `until`."""
+    while True:
+        left = until - clock()
+        if left <= 0:
+            return False
+        if seen is None or not poll_s:
+            sleep(left)
+            return False
+        sleep(min(poll_s, left))
+        now = queue_state(slurm)
+        if now is None:
+            seen = None
+        elif now != seen:
+            return True
+
+
 def run(slurm: Slurm, options: Options, *, interval_s: float, once: bool, say: Callable[[str], None],
-        cycles: int | None = None, sleep: Callable[[float], None] = time.sleep) -> int:
-    """Cycle every `interval_s`; with `once`, one cycle whose failure is the exit code (1). In the loop a
-    failing cycle is reported and tried again next interval: a controller restart must not stop the placer."""
+        cycles: int | None = None, poll_s: float | None = None, sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic) -> int:
+    """Cycle every `interval_s`, sooner when the queue changes (`poll_s`, see `wait`); with `once`, one cycle
+    whose failure is the exit code (1). In the loop a failing cycle is reported and tried again next
+    interval: a controller restart must not stop the placer."""
     done = 0
     while True:
-        began = time.monotonic()
+        began = clock()
+        # Taken before the read, so a job that ends while the cycle runs still wakes the next one.
+        seen = queue_state(slurm) if poll_s and not once else None
         try:
             result = cycle(slurm, options)
             say(result.summary())
@@ -78,4 +114,4 @@ def run(slurm: Slurm, options: Options, *, interval_s: float, once: bool, say: C
         done += 1
         if once or (cycles is not None and done >= cycles):
             return status
-        sleep(max(0.0, interval_s - (time.monotonic() - began)))
+        wait(slurm, seen, until=began + interval_s, poll_s=poll_s, sleep=sleep, clock=clock)

@@ -36,10 +36,10 @@ RUNS = ("backfill", "placement")
 
 
 def _placer(lab: BenchLab, speedup: float, interval_s: float, solve: tuple[float, bool] | None,
-            pin: bool) -> Placer:
+            pin: bool, poll_s: float = 0.0) -> Placer:
     env = {**lab.env, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     argv = [sys.executable, "-m", "placement.bench.slurm.placer", "--speedup", f"{speedup:g}",
-            "--interval", f"{interval_s:g}"]
+            "--interval", f"{interval_s:g}", "--poll", f"{poll_s:g}"]
     if solve is not None:
         argv += ["--time-limit", f"{solve[0]:g}", *(["--wall-clock"] if solve[1] else [])]
     if not pin:
@@ -69,10 +69,10 @@ def kill_moments(count: int, span_s: float, seed: int) -> list[float]:
 
 def run_one(run: str, subs: list[Submission], *, root: Path, nodes: int, speedup: float, kills: int, seed: int,
             interval_s: float, timeout_s: float, solve: tuple[float, bool] | None = None,
-            pin: bool = False) -> dict[str, Any]:
+            pin: bool = False, poll_s: float = 0.0) -> dict[str, Any]:
     """One replay in a fresh lab; its row of numbers, checks and settings."""
     lab = BenchLab(root, nodes=nodes, scheduler_parameters=SCHEDULER_PARAMETERS, hold=run == "placement")
-    placer = _placer(lab, speedup, interval_s, solve, pin) if run == "placement" else None
+    placer = _placer(lab, speedup, interval_s, solve, pin, poll_s) if run == "placement" else None
     arrivals = subs[-1].at_s if subs else 0.0
     kill_at = kill_moments(kills, arrivals, seed) if placer else []
     load_before = os.getloadavg()
@@ -149,7 +149,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--kills", type=int, default=0, help="SIGKILL the placer at this many random moments")
     ap.add_argument("--estimates", choices=ESTIMATES, default="limit",
                     help="limit: both see only the time limit (default); exact: placement also gets the runtime")
-    ap.add_argument("--interval", type=float, default=1.0, help="seconds between placer cycles (default 1)")
+    ap.add_argument("--interval", type=float, default=1.0, help="most seconds between placer cycles (default 1)")
+    ap.add_argument("--poll", type=float, default=0.1,
+                    help="seconds between the placer's looks at the queue; a job ending, starting or arriving "
+                         "starts its next cycle at once (default 0.1; 0: every --interval only)")
     ap.add_argument("--placer-time-limit", type=float, default=1.0,
                     help="seconds each plan may take (default 1; 0: the reader's own, 5 deterministic units)")
     ap.add_argument("--placer-deterministic", action="store_true",
@@ -171,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     from placement.slurm.lab import missing
 
     runs = [r.strip() for r in args.runs.split(",") if r.strip()]
-    if not runs or any(r not in RUNS for r in runs) or args.speedup <= 0 or args.nodes < 1 or args.kills < 0:
+    if not runs or any(r not in RUNS for r in runs) or args.speedup <= 0 or args.nodes < 1 or args.kills < 0 \
+            or not 0 <= args.poll < math.inf:
         print(f"error: --runs from {', '.join(RUNS)}; --speedup, --nodes positive; --kills ≥ 0", file=sys.stderr)
         return 2
     if not args.trace.startswith("itp:"):
@@ -201,17 +205,18 @@ def main(argv: list[str] | None = None) -> int:
     for run in runs:
         rows.append(run_one(run, subs, root=base / run, nodes=args.nodes, speedup=args.speedup, kills=args.kills,
                             seed=args.seed, interval_s=args.interval, timeout_s=timeout, solve=solve,
-                            pin=args.pin))
+                            pin=args.pin, poll_s=args.poll))
         print(table(rows[-1:]), file=sys.stderr)
     settings = {"trace": args.trace, "jobs": len(jobs), "nodes": args.nodes, "gpus_per_node": 8,
                 "speedup": args.speedup, "estimates": args.estimates, "scheduler_parameters": SCHEDULER_PARAMETERS,
-                "placer_interval_s": args.interval,
+                "placer_interval_s": args.interval, "placer_poll_s": args.poll,
                 "placer_solve": "reader default (5 deterministic units)" if solve is None else
                 f"{solve[0]:g} {'wall' if solve[1] else 'deterministic'} s",
                 "placer_pins_gpus": args.pin, "kills": args.kills, "seed": args.seed, "workdir": str(base),
                 "cpus": os.cpu_count()}
     print(f"slurm bench: {args.trace}, {len(jobs)} jobs, {args.nodes} nodes x 8 GPUs, speedup {args.speedup:g}, "
-          f"estimates {args.estimates}, SchedulerParameters={SCHEDULER_PARAMETERS}, placer every {args.interval:g} s")
+          f"estimates {args.estimates}, SchedulerParameters={SCHEDULER_PARAMETERS}, placer every {args.interval:g} s, "
+          f"sooner on a change seen every {args.poll:g} s")
     print(table(rows))
     print("hours are trace hours (wall seconds x speedup); wait = start - submit, JCT = end - submit, from slurmctld's "
           "job completion log; util % over the arrival span, util run % to the last end; invalid starts: a job "

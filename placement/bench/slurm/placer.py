@@ -17,7 +17,7 @@ clock per plan of 200 jobs (1-2.5 trace hours at speedup 600, with freed GPUs id
 bench can ask for a wall-clock budget instead (`--time-limit 1 --wall-clock`); what it used is in
 its report.
 
-    python -m placement.bench.slurm.placer --speedup K [--interval S] [--time-limit S] [--wall-clock]
+    python -m placement.bench.slurm.placer --speedup K [--interval S] [--poll S] [--time-limit S] [--wall-clock]
 
 Each cycle writes `begin` when it starts and its summary when it ends, so the bench can tell a kill
 that landed mid-cycle.
@@ -36,7 +36,7 @@ from placement_models import Plan
 
 from placement.slurm.apply import Outcome, plan_steps, run_steps
 from placement.slurm.commands import Slurm, SlurmError
-from placement.slurm.loop import Cycle
+from placement.slurm.loop import Cycle, queue_state, wait
 from placement.slurm.read import Options, read
 
 
@@ -104,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
                                  description="placement slurm run's cycle with the request in trace time")
     ap.add_argument("--speedup", type=float, required=True, help="how much faster than the trace the replay runs")
     ap.add_argument("--interval", type=float, default=1.0, help="seconds from one cycle's start to the next")
+    ap.add_argument("--poll", type=float, default=0.0,
+                    help="seconds between looks at the queue between cycles; a change starts the next cycle at "
+                         "once (default 0: off)")
     ap.add_argument("--cycles", type=int, default=None, help="stop after this many cycles (default: never)")
     ap.add_argument("--time-limit", type=float, default=None,
                     help="policy.time_limit_s of each plan (default: the reader's, 5)")
@@ -123,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     done = 0
     while args.cycles is None or done < args.cycles:
         began = time.monotonic()
+        seen = queue_state(slurm) if args.poll > 0 else None
         print(f"begin {time.time():.3f}", file=sys.stderr, flush=True)
         phases: dict[str, float] = {}
         try:
@@ -134,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         split = " ".join(f"{k}={v:.2f}" for k, v in phases.items())
         print(f"end {time.time():.3f} {took:.2f}s {split} {line}", file=sys.stderr, flush=True)
         done += 1
-        time.sleep(max(0.0, args.interval - took))
+        wait(slurm, seen, until=began + args.interval, poll_s=args.poll or None)
     return 0
 
 
