@@ -23,6 +23,7 @@ placer restarted at any moment sees the same cluster a running one would. How Sl
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -98,8 +99,11 @@ class Options:
 
 
 def read(slurm: Slurm, options: Options | None = None) -> Snapshot:
-    """Read the cluster through `slurm` and build this cycle's request."""
-    return build(slurm.nodes(), slurm.jobs(), slurm.partitions(), options or Options())
+    """Read the cluster through `slurm` and build this cycle's request. The three commands run at once: each
+    waits mostly on slurmctld, and the read is on the path from a job's end to the next start."""
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        nodes, jobs, parts = pool.submit(slurm.nodes), pool.submit(slurm.jobs), pool.submit(slurm.partitions)
+        return build(nodes.result(), jobs.result(), parts.result(), options or Options())
 
 
 def _iso(epoch: int | None) -> str | None:
