@@ -7,6 +7,7 @@ job, task and node exist). The small helpers below keep messages uniform across 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from placement_models import Assignment, Job, Node, PlacementRequest, Plan, RunningJob, Task
@@ -132,6 +133,11 @@ def _added_nodes(request: PlacementRequest, plan: Plan) -> dict[str, Node]:
 #: The model's objective unit: coefficients are integers per 1/SCALE GPU-equivalent (each rounded once), so a
 #: term the model reports is off its exact value by at most half a unit per unit of each variable.
 SCALE = 1000
+#: Relative slack of a term whose model units the verifier adds up itself (`Tally`): the plan's value is that
+#: integer sum over SCALE rounded to six decimals, so only the last bits of a large double can differ.
+SUMMED = 1e-14
+#: Relative slack of any other term: float sums of large terms.
+FLOAT_SUM = 1e-9
 
 
 @dataclass(frozen=True)
@@ -139,22 +145,26 @@ class Expected:
     """An objective term recomputed from the request and the plan, and how far the reported value may lie.
 
     The reported value must fall in [low − tolerance, high + tolerance], tolerance = units × 0.5/SCALE +
-    1e-6 + 1e-9 × |value|: `units` counts the variable units the model rounded a coefficient for (pods,
-    flags, segments), each off by at most half a model unit; 1e-6 is the plan's rounding of a term to six
-    decimals; the relative part covers float sums of large terms. `low` < `high` only where the verifier
-    cannot pin a fact down from the wire format (its docstring says which), never by default.
+    1e-6 + rel × |value|: `units` counts the half model units the verifier cannot pin down (for a sum of
+    exact values: the variable units the model rounded a coefficient for, pods, flags, segments, each off by
+    at most half a model unit; for a `Tally`: two per unit whose coefficient lies on a rounding tie); 1e-6
+    is the plan's rounding of a term to six decimals; `rel` covers float sums of large terms (`FLOAT_SUM`), or
+    only the last bits of a double where the verifier summed the model's integers itself (`SUMMED`). `low` <
+    `high` only where the verifier cannot pin a fact down from the wire format (its docstring says which),
+    never by default.
     """
 
     low: float
     high: float
     units: float = 0.0
+    rel: float = FLOAT_SUM
 
     @classmethod
     def exact(cls, value: float, units: float = 0.0) -> Expected:
         return cls(value, value, units)
 
     def tolerance(self) -> float:
-        return self.units * 0.5 / SCALE + 1e-6 + 1e-9 * max(abs(self.low), abs(self.high))
+        return self.units * 0.5 / SCALE + 1e-6 + self.rel * max(abs(self.low), abs(self.high))
 
     def admits(self, reported: float) -> bool:
         # "not outside" so that a NaN reported value is rejected
@@ -162,10 +172,45 @@ class Expected:
         return self.low - tol <= reported <= self.high + tol
 
     def __add__(self, other: Expected) -> Expected:
-        return Expected(self.low + other.low, self.high + other.high, self.units + other.units)
+        return Expected(self.low + other.low, self.high + other.high, self.units + other.units,
+                        max(self.rel, other.rel))
 
     def shown(self) -> str:
         if self.low == self.high:
             return f"{self.low:.6f}"
         return f"between {self.low:.6f} and {self.high:.6f}"
 
+
+#: How near a half model unit a scaled coefficient may lie and still be rounded the other way by the planner,
+#: whose float arithmetic may differ from the verifier's in the last bits (absolute, and relative to it).
+TIE = 1e-9
+TIE_REL = 1e-13
+
+
+@dataclass
+class Tally:
+    """A term summed as the model sums it: each coefficient rounded once to whole model units (Python's
+    `round` of coefficient × weight × SCALE, ties to even), times its variable's value, added as integers.
+
+    The planner's term is exactly such a sum over SCALE, so where the verifier knows every coefficient and
+    every variable's value the two agree to the unit. A coefficient within `TIE` of a half unit may round
+    the other way in the planner's floats: each of its units may then be one model unit off (`unsure`).
+    """
+
+    units: int = 0
+    unsure: int = 0
+
+    def add(self, coef: float, count: int = 1, weight: float = 1.0) -> None:
+        """Add `count` units of a variable whose coefficient is `coef` × `weight` (GPU-equivalents)."""
+        if not count:
+            return
+        scaled = float(coef) * weight * SCALE
+        self.units += round(scaled) * count
+        if abs(abs(scaled - math.floor(scaled)) - 0.5) <= TIE + TIE_REL * abs(scaled):
+            self.unsure += abs(count)
+
+    def value(self) -> float:
+        return self.units / SCALE
+
+    def expected(self) -> Expected:
+        return Expected(self.value(), self.value(), 2 * self.unsure, SUMMED)

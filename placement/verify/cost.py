@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from placement_models import Job, Node, Pool
 
-from placement.verify.context import Context, Expected, num, pod_name
+from placement.verify.context import Context, Expected, Tally, num, pod_name
 from placement.verify.priority import allowed, pod_values, tiers
 from placement.verify.quota import assigned_gpus
 
@@ -209,15 +209,15 @@ def check_provisioning_term(ctx: Context) -> list[Expected] | None:
     weight = ctx.request.policy.weights.cost
     pools = {p.name: p for p in ctx.request.cluster.pools}
     used = {r.node.name for r in ctx.resolved}
-    total, units = 0.0, 0
+    total = Tally()
     for entry in ctx.plan.provisioned:
         pool = pools.get(entry.pool)
         if pool is None or pool.provisionable is None:
             continue
         for name in set(entry.nodes) & used:
-            total -= weight * (pool.gpu_hour_price or 0.0) * ctx.nodes[name].gpus * pool.provisionable.min_billing_h
-            units += 1
-    return [Expected.exact(total, units)]
+            total.add(-((pool.gpu_hour_price or 0.0) * ctx.nodes[name].gpus * pool.provisionable.min_billing_h), 1,
+                      weight)
+    return [total.expected()]
 
 
 def _priced(ctx: Context) -> bool:
@@ -259,10 +259,11 @@ def check_deferral_term(ctx: Context) -> list[Expected] | None:
     weight = ctx.request.policy.weights.priority
     out = []
     for tier in found:
-        pods = [r for r in ctx.resolved if r.job.deferrable]
-        total = sum(share * weight * tier.weights.get(r.job.priority, 0.0) * values[r.job.name, r.task.name]
-                    for r in pods)
-        out.append(Expected.exact(total, len(pods)))
+        total = Tally()
+        for r in ctx.resolved:
+            if r.job.deferrable:  # the pod's priority value (weight applied), as the model holds it
+                total.add(share * (weight * tier.weights.get(r.job.priority, 0.0) * values[r.job.name, r.task.name]))
+        out.append(total.expected())
     return out
 
 

@@ -2,8 +2,8 @@
 
 **aging**: each placed pod earns weights.aging × its value (GPU-equivalents, 0.01 for a CPU-only pod:
 placement.verify.priority) × the days its job has waited since `submitted_at` at the planning time,
-capped at 30. A task whose pod would earn less than half a model unit has no such coefficient (the
-model drops it). One unit per pod.
+capped at 30, rounded per pod to model units as the model holds it (`Tally`: a pod that would earn less
+than half a unit earns nothing).
 
 **fairness**: per declared team T, its GPU-equivalents after the plan, A_T (running jobs kept and pods
 placed, in milli-GPU floored to the quantum q: the largest divisor of a GPU and of every pod's milli-GPU,
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from placement.verify.context import Context, Expected
+from placement.verify.context import Context, Expected, Tally
 from placement.verify.priority import pod_values, tiers
 from placement.verify.quota import GPUS, Scope, mig_fraction, running_pod_gpus, team_gpus
 
@@ -42,13 +42,10 @@ def check_aging_term(ctx: Context) -> list[Expected] | None:
     values = pod_values(ctx)
     if values is None or tiers(ctx) is None:
         return None
-    total, units = 0.0, 0
+    total = Tally()
     for r in ctx.resolved:
-        each = values[r.job.name, r.task.name] * waited_days(ctx, r.job.submitted_at) * weight
-        if round(each * 1000):
-            total += each
-            units += 1
-    return [Expected.exact(total, units)]
+        total.add(values[r.job.name, r.task.name] * waited_days(ctx, r.job.submitted_at), 1, weight)
+    return [total.expected()]
 
 
 def quantum(ctx: Context) -> int:

@@ -10,7 +10,7 @@ from collections import Counter
 
 from placement.catalog import MigGeometry, lookup
 from placement.verify import mig_sharing
-from placement.verify.context import EPS, Context, Expected, Resolved, num, pod_name
+from placement.verify.context import EPS, Context, Expected, Resolved, Tally, num, pod_name
 from placement.verify.sharing import changed_gpu
 
 
@@ -158,6 +158,8 @@ def _layout_violations(geo: MigGeometry, layout: list[tuple[str, int]]) -> list[
 
 def check_reconfigure_term(ctx: Context) -> list[Expected] | None:
     """`mig.reconfigure`: −weights.mig_reconfigure per GPU whose MIG layout the plan changes (its
-    `mig_changes` entries, one a GPU: the mig rule checks they are real changes). One unit a GPU."""
+    `mig_changes` entries, one a GPU: the mig rule checks they are real changes), in model units."""
     changed = {(c.node, c.gpu) for c in ctx.plan.mig_changes}
-    return [Expected.exact(-ctx.request.policy.weights.mig_reconfigure * len(changed), len(changed))]
+    total = Tally()
+    total.add(-1.0, len(changed), ctx.request.policy.weights.mig_reconfigure)
+    return [total.expected()]

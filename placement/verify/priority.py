@@ -41,7 +41,7 @@ from itertools import combinations
 from placement_models import Job, Node, Task
 
 from placement.catalog import mig_geometry
-from placement.verify.context import Context, Expected
+from placement.verify.context import Context, Expected, Tally
 from placement.verify.quota import quota_scopes
 from placement.verify.selectors import BLOCKING_EFFECTS, effective_labels
 
@@ -183,7 +183,8 @@ def pod_values(ctx: Context) -> dict[tuple[str, str], float] | None:
 
 
 def check_priority_term(ctx: Context) -> list[Expected] | None:
-    """`priority`: weights.priority × Σ over placed pods of their class weight × their value; one unit a pod."""
+    """`priority`: weights.priority × Σ over placed pods of their class weight × their value, each pod's
+    coefficient rounded to model units as the model holds it (`Tally`)."""
     found = tiers(ctx)
     values = pod_values(ctx)
     if found is None or values is None:
@@ -191,6 +192,8 @@ def check_priority_term(ctx: Context) -> list[Expected] | None:
     weight = ctx.request.policy.weights.priority
     out = []
     for tier in found:
-        total = sum(tier.weights.get(r.job.priority, 0.0) * values[r.job.name, r.task.name] for r in ctx.resolved)
-        out.append(Expected.exact(weight * total, len(ctx.resolved)))
+        total = Tally()
+        for r in ctx.resolved:
+            total.add(tier.weights.get(r.job.priority, 0.0) * values[r.job.name, r.task.name], 1, weight)
+        out.append(total.expected())
     return out

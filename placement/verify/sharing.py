@@ -9,7 +9,7 @@ from __future__ import annotations
 from placement_models import Node, SharingChange
 
 from placement.catalog import lookup
-from placement.verify.context import EPS, Context, Expected, num, pod_name
+from placement.verify.context import EPS, Context, Expected, Tally, num, pod_name
 
 
 def check_sharing(ctx: Context) -> list[str]:
@@ -135,7 +135,9 @@ def _share_memory(node: Node, share: float, gib: float | None) -> float:
 
 def check_sharing_change_term(ctx: Context) -> list[Expected] | None:
     """`sharing_change`: −weights.sharing_change per whole GPU the plan turns into a shared one (its
-    `sharing_changes` entries on GPUs not shared before). One unit a GPU."""
+    `sharing_changes` entries on GPUs not shared before), in model units."""
     opened = {(c.node, c.gpu) for c in ctx.plan.sharing_changes
               if c.node in ctx.nodes and c.gpu not in ctx.nodes[c.node].sharing}
-    return [Expected.exact(-ctx.request.policy.weights.sharing_change * len(opened), len(opened))]
+    total = Tally()
+    total.add(-1.0, len(opened), ctx.request.policy.weights.sharing_change)
+    return [total.expected()]

@@ -1,12 +1,12 @@
 """Turnaround, recomputed: each placed job earns weights.turnaround × 1 / (1 + expected_runtime_h), once.
 
-A job without `expected_runtime_h` counts as one hour (½). One model unit per placed job (its flag's
-coefficient is rounded once).
+A job without `expected_runtime_h` counts as one hour (½). Each placed job's flag coefficient rounded to model
+units, as the model holds it (`Tally`).
 """
 
 from __future__ import annotations
 
-from placement.verify.context import Context, Expected
+from placement.verify.context import Context, Expected, Tally
 
 #: Hours a job without `expected_runtime_h` counts as.
 UNKNOWN_RUNTIME_H = 1.0
@@ -19,5 +19,7 @@ def shortness(runtime_h: float | None) -> float:
 def check_turnaround_term(ctx: Context) -> list[Expected] | None:
     weight = ctx.request.policy.weights.turnaround
     placed = {r.job.name: r.job for r in ctx.resolved}
-    value = sum(weight * shortness(job.expected_runtime_h) for job in placed.values())
-    return [Expected.exact(value, len(placed))]
+    total = Tally()
+    for job in placed.values():
+        total.add(shortness(job.expected_runtime_h), 1, weight)
+    return [total.expected()]

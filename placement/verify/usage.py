@@ -5,7 +5,7 @@ utilisation, with policy.right_size_headroom to spare.
 from __future__ import annotations
 
 from placement.catalog import lookup
-from placement.verify.context import EPS, Context, Expected, num, pod_name
+from placement.verify.context import EPS, Context, Expected, Tally, num, pod_name
 from placement.verify.priority import task_value, tiers
 
 
@@ -52,12 +52,13 @@ def check_over_declared_term(ctx: Context) -> list[Expected] | None:
         return None
     out = []
     for tier in found:
-        total = 0.0
+        total = Tally()
         for r in pods:
             unused = max(0.0, 1.0 - (r.job.observed_gpu_memory_gib or 0.0) / (r.task.gpu_memory_gib or 1.0))
             gpus = task_value(ctx, r.task) or 0.0
-            total -= unused * tier.weights.get(r.job.priority, 0.0) * gpus * weights.over_declared * weights.priority
-        out.append(Expected.exact(total, len(pods)))
+            total.add(-unused * (tier.weights.get(r.job.priority, 0.0) * gpus), 1,
+                      weights.over_declared * weights.priority)
+        out.append(total.expected())
     return out
 
 
