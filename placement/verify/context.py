@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from placement_models import Assignment, Job, Node, PlacementRequest, Plan, RunningJob, Task
 
@@ -47,6 +48,8 @@ class Context:
     evicted: set[str] = field(default_factory=set)
     #: views several rules read, each computed once per check; `topology.domains_of` fills the first
     domain_cache: dict[str, dict[str, str]] | None = field(default=None, repr=False)
+    #: node -> its free room before the plan (`candidates.rooms` fills it)
+    room_cache: dict[str, Any] | None = field(default=None, repr=False)
     _job_nodes: dict[str, list[Resolved]] | None = field(default=None, repr=False)
 
     def job_nodes(self) -> dict[str, list[Resolved]]:

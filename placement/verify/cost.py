@@ -18,8 +18,9 @@ from collections.abc import Callable
 
 from placement_models import Job, Node, Pool
 
-from placement.verify.context import Context, Expected, Tally, num, pod_name
-from placement.verify.priority import allowed, pod_values, tiers
+from placement.verify.candidates import fits, restricted
+from placement.verify.context import FLOAT_SUM, SUMMED, Context, Expected, Resolved, Tally, num, pod_name
+from placement.verify.priority import pod_values, tiers
 from placement.verify.quota import assigned_gpus
 
 
@@ -174,12 +175,16 @@ def check_cost(ctx: Context) -> list[str]:
 # node, the gang's expected lost hours there (reclaim rate λ, restart r, runtime t, checkpoints every i:
 # (t/i)·e^{λr}·(e^{λi} − 1)/λ − t, at most a century) × the pool's price × the gang's GPU-equivalents
 # (its whole GPUs, or its shares and instances if more; their parts follow the planner's nodes, so between
-# the verifier's pod values and a whole GPU each). `deferral`: a deferrable job's pods earn −½ of
-# their priority value during peak, +5 % off peak. `cost.compute`: −weight × each pod's price × GPU-
-# equivalents × runtime above the cheapest existing node its task could use (capped), the full price for a
-# deferrable job in peak; which nodes the task could use follows the planner's capacity filter, so the
-# verifier derives bounds: at most the price above the cheapest existing node its selectors allow, at
-# least nothing, and exactly 0 when the allowed existing nodes cost the same.
+# the verifier's pod values and a whole GPU each), each pod's coefficient in model units (`Tally`).
+# `deferral`: a deferrable job's pods earn −½ of their priority value during peak, +5 % off peak.
+# `cost.compute`: −weight × each pod's price × GPU-equivalents × runtime above the cheapest existing node its
+# task could use, capped at half the pod's priority value (weights.priority × class weight × GPU-equivalents)
+# over weights.cost; the full price for a deferrable job in peak, and on an added node when no existing node
+# could take the task. Which nodes the task could use is the planner's filter, derived again in
+# placement.verify.candidates: where it knows them (an untrimmed model, no room from evictions, whole-GPU and
+# CPU pods) each pod's coefficient is exact in model units (`Tally`); elsewhere bounds: on an existing node at
+# most the capped premium over the cheapest existing node that may be a candidate, at least nothing; on an
+# added node between the premiums over the dearest and the cheapest such node, or the full price.
 
 #: Restart after a reclaim, hours (placement.pricing's model).
 RESTART_H = 0.1
@@ -187,6 +192,8 @@ RESTART_H = 0.1
 NEVER_H = 876_000.0
 PEAK_VALUE_FACTOR = 0.5
 OFF_PEAK_BONUS = 0.05
+#: Most of a pod's priority value its price premium on existing nodes may cancel (the planner's cap).
+PREMIUM_CAP = 0.5
 
 
 def _runtime(job: Job) -> float:
@@ -232,7 +239,7 @@ def check_reclaim_risk_term(ctx: Context) -> list[Expected] | None:
         return None
     pools = {p.name: p for p in ctx.request.cluster.pools}
     weight = ctx.request.policy.weights.cost
-    low = high = 0.0
+    low, high = Tally(), Tally()
     for r in ctx.resolved:
         pool = pools.get(r.node.pool) if r.node.pool else None
         if pool is None or pool.capacity_type != "spot" or not pool.reclaim_rate_per_h:
@@ -244,10 +251,10 @@ def check_reclaim_risk_term(ctx: Context) -> list[Expected] | None:
         most = max(least, whole + sum(t.replicas for t in parts))  # a part of a GPU is at most one
         if r.job.right_size:  # the planner counts a right-size offer's MIG pods beside the declared GPUs
             most += whole
-        dollars = weight * lost_hours(r.job, pool.reclaim_rate_per_h) * (pool.gpu_hour_price or 0.0)
-        low -= dollars * most
-        high -= dollars * least
-    return [Expected(low, high, len(ctx.resolved))]
+        hours = lost_hours(r.job, pool.reclaim_rate_per_h) * (pool.gpu_hour_price or 0.0)
+        low.add(-(hours * most), 1, weight)
+        high.add(-(hours * least), 1, weight)
+    return [Expected(low.value(), high.value(), 2 * max(low.unsure, high.unsure), SUMMED)]
 
 
 def check_deferral_term(ctx: Context) -> list[Expected] | None:
@@ -270,30 +277,66 @@ def check_deferral_term(ctx: Context) -> list[Expected] | None:
 def check_compute_term(ctx: Context) -> list[Expected] | None:
     if not _priced(ctx):
         return [Expected.exact(0.0)]
+    found = tiers(ctx)
+    values = pod_values(ctx)
+    if found is None or values is None:
+        return [_compute_bounds(ctx, None, None)]
+    return [_compute_bounds(ctx, tier.weights, values) for tier in found]
+
+
+def _compute_bounds(ctx: Context, classes: dict[int, float] | None,
+                    values: dict[tuple[str, str], float] | None) -> Expected:
+    """`cost.compute` over the class weights `classes` (None: the premium cap is not known, bounds only)."""
     pools = {p.name: p for p in ctx.request.cluster.pools}
     weight = ctx.request.policy.weights.cost
-    existing = ctx.request.cluster.nodes
-    real = {n.name for n in existing}
-
     price, spot = _pricing(pools)
-
+    exact = Tally()
     low = high = 0.0
+    loose = 0
     for r in ctx.resolved:
         g = assigned_gpus(r)
         full = price(r.node) * g * _runtime(r.job)
         if r.job.deferrable and ctx.request.in_peak:
+            exact.add(-full, 1, weight)
+            continue
+        cap = math.inf
+        if classes is not None and values is not None:
+            earns = ctx.request.policy.weights.priority * classes.get(r.job.priority, 0.0) * values[r.job.name,
+                                                                                                  r.task.name]
+            cap = PREMIUM_CAP * earns / weight
+        known, least, most = _existing(ctx, r, g, price, spot)
+        if known is not None and not r.right_sized:
+            exact.add(-(min(full - known, cap) if not math.isnan(known) else full), 1, weight)
+            continue
+        loose += 1
+        if r.node.name in {n.name for n in ctx.request.cluster.nodes}:  # its own node is among the cheapest's
+            low -= weight * (0.0 if math.isnan(least) else max(0.0, min(full - least, cap)))
+        elif math.isnan(least):
             low -= weight * full
             high -= weight * full
+        else:  # an added node: the premium over the existing nodes the model kept, or the full price
+            low -= weight * max(full, min(full - least, cap))
+            high -= weight * min(full, min(full - most, cap))
+    value = exact.value()
+    return Expected(value + low, value + high, 2 * exact.unsure + loose, SUMMED if not loose else FLOAT_SUM)
+
+
+def _existing(ctx: Context, r: Resolved, g: float, price: Callable[[Node], float],
+              spot: Callable[[Node], bool]) -> tuple[float | None, float, float]:
+    """(the cheapest existing candidate's compute cost for the pod where the verifier knows the candidates, else
+    None; NaN when there is none), and the least and most the cheapest may be over the nodes that may be
+    candidates (NaN when none may be): placement.verify.candidates says when the candidates are known."""
+    sure: list[float] = []
+    maybe: list[float] = []
+    for n in ctx.request.cluster.nodes:
+        found = fits(ctx, r.job, r.task, n, spot(n))
+        if found is False:
             continue
-        usable = [price(n) for n in existing if allowed(r.task, n) and (r.job.spot_ok or not spot(n))]
-        if not usable:
-            low -= weight * full
-            high -= weight * full
-            continue
-        cheapest = min(usable) * g * _runtime(r.job)
-        if r.node.name in real:
-            low -= weight * max(0.0, full - cheapest)
-        else:  # an added node: the premium over existing nodes the task may not have had, or a rebate
-            low -= weight * full
-            high += weight * cheapest
-    return [Expected(low, high, len(ctx.resolved))]
+        cost = price(n) * g * _runtime(r.job)
+        (sure if found else maybe).append(cost)
+    possible = sure + maybe
+    least = min(possible) if possible else math.nan
+    most = max(possible) if possible else math.nan
+    if maybe or restricted(ctx):
+        return None, least, most
+    return (min(sure) if sure else math.nan), least, most

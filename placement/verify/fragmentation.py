@@ -1,52 +1,129 @@
-"""Fragmentation, recomputed: −weights.fragmentation for each node whose healthy GPUs were all free
-before the plan and on which the plan puts a pod that takes whole GPUs.
+"""Fragmentation, recomputed: −weights.fragmentation for each node whose healthy GPUs were all free and whole
+before the plan and on which the plan puts a pod that takes whole GPUs; a smaller charge where only MIG or
+shared pods break such a node.
 
-"Free before the plan" (a node the plan adds is): no GPU of it held by a running job (preempted ones
-included: the planner decides on the cluster as it runs; jobs it stops for running past their
-`max_runtime_h` are gone first), none partitioned or shared, at least one healthy GPU.
-A node the plan breaks only with MIG instances or shared GPUs pays a smaller charge the
-verifier does not derive (at most the weight: the
-compiler caps it at half of what the smallest such pod earns), once for its MIG pods and once for its
-shared ones, whole-GPU pods there or not: so the term may lie up to one weight per such node and kind
-below the whole-GPU count. A node with partitioned or shared GPUs may count as whole and free where the
-planner may make them whole again: up to two weights each, below.
+"Free and whole before the plan" is the planner's whole free node (placement.verify.candidates): no healthy
+GPU held by a running job (preempted ones included: the planner decides on the cluster as it runs; jobs it
+stops for running past their `max_runtime_h` are gone first), none shared, partitioned ones only where
+MIG layouts may change and no running pod holds an instance on them, at least one healthy GPU. A node the
+plan adds is one.
+
+**Partial charges.** Where MIG layouts may change, a whole free node that gets a MIG pod or a new layout
+(a `mig_changes` entry) pays once for that; where GPUs may become shared, one whose GPU the plan shares
+(a `sharing_changes` entry) pays once for that, whole-GPU pods there or not. The charge is the weight, but
+at most half of what the smallest pod of that kind that could go there earns (its class weight ×
+GPU-equivalents × weights.priority) net of the change it also pays (weights.mig_reconfigure or
+weights.sharing_change), and nothing below zero. Which pods could go there follows the planner's
+candidates: every task with a pod on the node could; another one of that kind could where its selectors,
+taints, spot, its instance on the node's GPU model and the free CPU and memory allow, unless the model was
+trimmed or evictions could add room (placement.verify.candidates), where the charge lies between the ones
+the two sets give. Each flag's coefficient in model units (`Tally`).
 """
 
 from __future__ import annotations
 
-from placement.verify.context import Context, Expected
+from placement_models import Job, Node, Task
+
+from placement.verify.candidates import cpu_units, may_grow, mem_units, restricted, rooms, statically_allowed
+from placement.verify.candidates import whole_free as is_whole_free
+from placement.verify.context import FLOAT_SUM, SUMMED, Context, Expected, Tally
+from placement.verify.priority import mig_fraction_on, pod_values, tiers
 
 
 def whole_free_nodes(ctx: Context) -> set[str]:
-    """Existing nodes whose every healthy GPU is free before the plan (the module docstring's sense)."""
-    stopped = {p.job for p in ctx.plan.preemptions if p.rule == "max_runtime"}
-    taken: set[str] = set()
-    for rj in ctx.request.cluster.running:
-        if rj.job in stopped:
-            continue
-        for pod in rj.pods:
-            node = ctx.nodes.get(pod.node)
-            healthy = [] if node is None else [g for g in pod.gpus if g not in node.unhealthy_gpus]
-            if pod.mig is not None or healthy:
-                taken.add(pod.node)
-    out = set()
-    for n in ctx.nodes.values():  # nodes the plan adds are free too
-        healthy = [g for g in range(n.gpus) if g not in n.unhealthy_gpus]
-        if healthy and n.name not in taken and not any(g in n.mig or g in n.sharing for g in healthy):
-            out.add(n.name)
-    return out
+    """Nodes whose every healthy GPU is free and whole before the plan (the module docstring's sense)."""
+    return {n.name for n in ctx.nodes.values() if is_whole_free(ctx, n)}
 
 
 def check_fragmentation_term(ctx: Context) -> list[Expected] | None:
-    weight = ctx.request.policy.weights.fragmentation
+    policy = ctx.request.policy
+    weight = policy.weights.fragmentation
     if weight == 0:
         return [Expected.exact(0.0)]
     free = whole_free_nodes(ctx)
     whole = {r.node.name for r in ctx.resolved if r.node.name in free and r.task.gpus > 0
              and r.task.mig_profile is None and r.task.gpu_share is None}
-    partial = {(r.node.name, r.task.mig_profile is not None) for r in ctx.resolved if r.node.name in free
-               and (r.task.mig_profile is not None or r.task.gpu_share is not None)}
-    devices = {r.node.name for r in ctx.resolved if r.node.mig or r.node.sharing} - whole - {n for n, _ in partial}
-    value = -weight * len(whole)
-    spread = weight * (len(partial) + 2 * len(devices))
-    return [Expected(value - spread, value, len(whole) + len(partial) + 2 * len(devices))]
+    base = Tally()
+    base.add(-1.0, len(whole), weight)
+    broken: list[tuple[str, bool]] = []  # (node, MIG?) broken by partial-GPU pods or changes
+    if policy.allow_mig_changes:
+        mig = {r.node.name for r in ctx.resolved if r.task.mig_profile is not None}
+        mig |= {c.node for c in ctx.plan.mig_changes}
+        broken += [(n, True) for n in sorted(mig & free)]
+    if policy.allow_sharing_changes and policy.max_sharing_changes != 0:
+        shared = {c.node for c in ctx.plan.sharing_changes if c.node in ctx.nodes
+                  and c.gpu not in ctx.nodes[c.node].sharing}
+        broken += [(n, False) for n in sorted(shared & free)]
+    if not broken:
+        return [base.expected()]
+    found = tiers(ctx)
+    values = pod_values(ctx)
+    if found is None or values is None:  # the charges are not derived: each between nothing and the weight
+        value = base.value()
+        return [Expected(value - weight * len(broken), value, 2 * base.unsure + len(broken))]
+    out = []
+    for tier in found:
+        total = Tally(base.units, base.unsure)
+        low = high = 0.0
+        for node, is_mig in broken:
+            least, most = _charges(ctx, ctx.nodes[node], is_mig, tier.weights, values)
+            if least == most:
+                total.add(-1.0, 1, least)
+            else:
+                low -= most
+                high -= least
+        value = total.value()
+        loose = low != high
+        out.append(Expected(value + low, value + high, 2 * total.unsure + (len(broken) if loose else 0),
+                            SUMMED if not loose else FLOAT_SUM))
+    return out
+
+
+def _charges(ctx: Context, node: Node, is_mig: bool, classes: dict[int, float],
+             values: dict[tuple[str, str], float]) -> tuple[float, float]:
+    """(least, most) charge for breaking `node` with pods of one kind (module docstring)."""
+    weights = ctx.request.policy.weights
+    change = weights.mig_reconfigure if is_mig else weights.sharing_change
+    sure: list[float] = []
+    maybe: list[float] = []
+    here = {(r.job.name, r.task.name) for r in ctx.resolved if r.node.name == node.name}
+    for job in ctx.request.jobs:
+        for task in job.tasks:
+            if not _kind(task, is_mig):
+                continue
+            earns = classes.get(job.priority, 0.0) * values[job.name, task.name]
+            if (job.name, task.name) in here:
+                sure.append(earns)
+                continue
+            found = _may_go(ctx, job, task, node, is_mig)
+            if found is not False:
+                (sure if found else maybe).append(earns)
+
+    def charge(floor: float) -> float:
+        return max(0.0, min(weights.fragmentation, 0.5 * (floor * weights.priority - change)))
+
+    everyone = sure + maybe
+    least = charge(min(everyone)) if everyone else 0.0
+    most = charge(min(sure)) if sure else (weights.fragmentation if maybe else 0.0)
+    return min(least, most), max(least, most)
+
+
+def _kind(task: Task, is_mig: bool) -> bool:
+    """Does the task's pod break a node the way `is_mig` says (a MIG instance, or a share of a whole GPU)?"""
+    return task.mig_profile is not None if is_mig else task.gpu_share is not None and task.mig_profile is None
+
+
+def _may_go(ctx: Context, job: Job, task: Task, node: Node, is_mig: bool) -> bool | None:
+    """Could the planner have offered the whole free `node` to a MIG or share task? None: maybe."""
+    pools = {p.name: p for p in ctx.request.cluster.pools}
+    pool = pools.get(node.pool) if node.pool else None
+    if not statically_allowed(job, task, node, pool is not None and pool.capacity_type == "spot"):
+        return False
+    if is_mig and not mig_fraction_on(task, node):
+        return False
+    room = rooms(ctx)[node.name]
+    if room.cpu < cpu_units(task.cpu, True) or room.memory < mem_units(task.memory_gib, True):
+        return None if may_grow(ctx) else False
+    if restricted(ctx) or not is_mig or ctx.request.policy.max_mig_changes == 0:
+        return None  # a trimmed model, the share's own room, or no change allowed: not derived
+    return True

@@ -1,0 +1,139 @@
+"""Which nodes the planner offers a task before its model exists, derived again from the request.
+
+Several objective terms weigh a pod against the other nodes its task could have used: `cost.compute`
+charges the price above the cheapest of them, `topology.spread` counts the domains a gang needs at
+least from their pod slots, `topology.keep_whole` counts the levels whose free domains a GPU pod could
+enter, and the fragmentation charge of a MIG pod follows the cheapest class that could go to a node.
+The planner filters those nodes before any variable exists (placement.problem): a node is a candidate
+for a task when its selectors match, it tolerates the node's blocking taints, the job may use spot if the
+node is spot, the node has GPUs and enough GPU memory for a GPU task, and one pod fits the node's free
+room (whole GPUs no running pod holds, neither partitioned nor shared, plus idle partitioned ones where
+MIG layouts may change; CPU in milli-cores and memory in MiB, demands rounded up and capacities down).
+
+Two limits, each stated where a term reads it:
+
+* the room a job counts on includes running jobs a preemption rule lets it evict: where the request
+  allows preemption and some running job is preemptible (`may_grow`), a node without free room may still
+  be a candidate, so `fits` says "maybe" (None) there;
+* a model trimmed to fewer nodes (the plan's `solver.restricted`) offers each task only part of its
+  candidates (placement.candidates), which the verifier cannot rebuild (`restricted`).
+
+MIG and shared tasks (their room is the device layouts') are not derived here (`fits` returns None).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from placement_models import Job, Node, Task
+
+from placement.catalog import lookup
+from placement.verify.context import Context
+from placement.verify.priority import allowed
+
+
+def cpu_units(cores: float, demand: bool) -> int:
+    """Milli-CPU: a demand rounds up, a capacity down (the planner never packs optimistically)."""
+    x = cores * 1000.0
+    return int(math.ceil(x - 1e-6)) if demand else int(math.floor(x + 1e-6))
+
+
+def mem_units(gib: float, demand: bool) -> int:
+    """MiB, rounded as `cpu_units`."""
+    x = gib * 1024.0
+    return int(math.ceil(x - 1e-6)) if demand else int(math.floor(x + 1e-6))
+
+
+@dataclass(frozen=True)
+class Room:
+    """A node's free room before the plan: whole GPUs, milli-CPU, MiB."""
+
+    gpus: int
+    cpu: int
+    memory: int
+
+
+def rooms(ctx: Context) -> dict[str, Room]:
+    """Free room of every node of the request and every node the plan adds (nothing runs on those)."""
+    if ctx.room_cache is not None:
+        return ctx.room_cache
+    stopped = {p.job for p in ctx.plan.preemptions if p.rule == "max_runtime"}  # gone before the planner looks
+    held: dict[str, set[int]] = {}
+    occupied: set[tuple[str, int]] = set()  # partitioned GPUs holding a running instance
+    cpu: dict[str, int] = {}
+    mem: dict[str, int] = {}
+    for rj in ctx.request.cluster.running:
+        if rj.job in stopped:
+            continue
+        for pod in rj.pods:
+            if pod.mig is not None:
+                occupied.add((pod.node, pod.mig.gpu))
+            elif pod.gpu_share is None:
+                held.setdefault(pod.node, set()).update(pod.gpus)
+            cpu[pod.node] = cpu.get(pod.node, 0) + cpu_units(pod.cpu, True)
+            mem[pod.node] = mem.get(pod.node, 0) + mem_units(pod.memory_gib, True)
+    changes = ctx.request.policy.allow_mig_changes
+    out: dict[str, Room] = {}
+    for n in ctx.nodes.values():
+        taken = held.get(n.name, set()) | set(n.unhealthy_gpus)
+        plain = sum(1 for g in range(n.gpus) if g not in taken and g not in n.mig and g not in n.sharing)
+        idle = sum(1 for g in n.mig if g not in n.unhealthy_gpus and (n.name, g) not in occupied) if changes else 0
+        out[n.name] = Room(plain + idle, max(0, cpu_units(n.cpu, False) - cpu.get(n.name, 0)),
+                           max(0, mem_units(n.memory_gib, False) - mem.get(n.name, 0)))
+    ctx.room_cache = out
+    return out
+
+
+def whole_free(ctx: Context, node: Node) -> bool:
+    """Are all the node's healthy GPUs free and whole before the plan (the planner's whole free node)?"""
+    healthy = node.gpus - len(set(node.unhealthy_gpus))
+    return healthy > 0 and rooms(ctx)[node.name].gpus == healthy
+
+
+def may_grow(ctx: Context) -> bool:
+    """May a job count on more room than the free one (a preemption rule, a preemptible running job)?"""
+    return ctx.request.may_preempt and any(rj.preemptible for rj in ctx.request.cluster.running)
+
+
+def restricted(ctx: Context) -> bool:
+    """Did the planner trim some task's candidate nodes (the plan says so)? Then the model's candidates are a
+    subset of those derived here."""
+    return bool(ctx.plan.solver.restricted)
+
+
+def statically_allowed(job: Job, task: Task, node: Node, spot: bool) -> bool:
+    """The filters that do not depend on what runs: selectors, taints, spot, GPUs and GPU memory."""
+    if not allowed(task, node) or (spot and not job.spot_ok):
+        return False
+    if task.gpus > 0 or task.mig_profile is not None or task.gpu_share is not None:
+        if node.gpus <= 0:
+            return False
+        if task.gpu_memory_gib is not None:
+            model = lookup(node.gpu_model) if node.gpu_model else None
+            if model is None or model.memory_gib < task.gpu_memory_gib - 1e-9:
+                return False
+    return True
+
+
+def slots(ctx: Context, task: Task, node: Node) -> int:
+    """Pods of a whole-GPU or CPU task the node's free room takes, at most every replica."""
+    room = rooms(ctx)[node.name]
+    fit = task.replicas
+    for have, need in ((room.gpus, task.gpus), (room.cpu, cpu_units(task.cpu, True)),
+                       (room.memory, mem_units(task.memory_gib, True))):
+        if need > 0:
+            fit = min(fit, have // need)
+    return fit
+
+
+def fits(ctx: Context, job: Job, task: Task, node: Node, spot: bool) -> bool | None:
+    """Is the node a candidate of the task (module docstring)? None where the verifier cannot tell: a MIG or
+    shared task, or a node without free room where evictions could make some (`may_grow`)."""
+    if not statically_allowed(job, task, node, spot):
+        return False
+    if task.mig_profile is not None or task.gpu_share is not None:
+        return None
+    if slots(ctx, task, node) >= 1:
+        return True
+    return None if may_grow(ctx) else False
