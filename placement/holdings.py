@@ -3,9 +3,9 @@
 The quota, fairness and preemption terms, the greedy's quota ledger checks, the cost terms and the
 plan's team and cost reports all count GPUs the same way: in GPU-equivalents (placement/teams.py),
 a whole-GPU pod its GPUs, a MIG pod its instance's memory slices over its node's GPU's, a pod on a
-shared GPU its share; integers in milli-GPU (`MILLI`) where a model or ledger needs them. Running
-jobs kept plus placed pods, per team, optionally on a scope's nodes only; CPU (milli-CPU) and
-memory (MiB) as the problem counts them.
+shared GPU its share, a pod on a shared MIG instance its share of the instance's part; integers in
+milli-GPU (`MILLI`) where a model or ledger needs them. Running jobs kept plus placed pods, per team,
+optionally on a scope's nodes only; CPU (milli-CPU) and memory (MiB) as the problem counts them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,16 @@ from placement_models import Task
 from placement import catalog, devices
 from placement.problem import Problem
 from placement.solution import Placement
-from placement.teams import MILLI, UNLIMITED, Scope, entitlements, share_milli, slice_milli, to_units
+from placement.teams import (
+    MILLI,
+    UNLIMITED,
+    Scope,
+    entitlements,
+    instance_share_milli,
+    share_milli,
+    slice_milli,
+    to_units,
+)
 
 
 def task_milli(problem: Problem, t: int, nodes: np.ndarray | list[int]) -> np.ndarray:
@@ -28,6 +37,9 @@ def task_milli(problem: Problem, t: int, nodes: np.ndarray | list[int]) -> np.nd
     spec = problem.tasks[t].spec
     if devices.is_shared(spec):
         return np.full(nodes.size, share_milli(spec.gpu_share or 0.0), dtype=np.int64)
+    if devices.is_instance_share(spec):
+        return np.array([instance_share_milli(spec.gpu_share or 0.0, m) for m in _mig_per_node(problem, spec)[nodes]
+                         .tolist()], dtype=np.int64)
     if not devices.is_mig(spec):
         return np.full(nodes.size, int(problem.tasks[t].demand[0]) * MILLI, dtype=np.int64)
     return _mig_per_node(problem, spec)[nodes]
@@ -55,6 +67,8 @@ def pod_milli(problem: Problem, t: int, n: int) -> int:
     spec = problem.tasks[t].spec
     if devices.is_shared(spec):
         return share_milli(spec.gpu_share or 0.0)
+    if devices.is_instance_share(spec):
+        return instance_share_milli(spec.gpu_share or 0.0, int(_mig_per_node(problem, spec)[n]))
     if not devices.is_mig(spec):
         return int(problem.tasks[t].demand[0]) * MILLI
     return int(_mig_per_node(problem, spec)[n])
@@ -102,7 +116,7 @@ def job_milli(problem: Problem, j: int) -> int:
     total = 0
     for t in problem.job_tasks[j]:
         task = problem.tasks[t]
-        if devices.is_mig(task.spec):
+        if devices.is_mig(task.spec) or devices.is_instance_share(task.spec):
             each = to_units(problem.gpu_value(t), 0, True)
         elif devices.is_shared(task.spec):
             each = share_milli(task.spec.gpu_share or 0.0)

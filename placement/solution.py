@@ -26,6 +26,11 @@ class Placement:
     mig_layouts: dict[tuple[int, int], tuple[tuple[str, int], ...] | None] = field(default_factory=dict)
     #: plain GPUs the plan turns into shared GPUs (policy.sharing_default): (node, gpu); `shares` may name them
     sharing_changes: set[tuple[int, int]] = field(default_factory=set)
+    #: pods sharing a MIG instance: (task, node) -> the (gpu, start) of each pod's shared instance
+    instance_shares: dict[tuple[int, int], list[tuple[int, int]]] = field(default_factory=dict)
+    #: MIG instances the plan makes shared (policy.sharing_default): (node, gpu, start), each an instance of the
+    #: new layout of a GPU in `mig_layouts` (a free instance shared, or one a re-partition creates)
+    shared_instances: set[tuple[int, int, int]] = field(default_factory=set)
 
     def add(self, task: int, node: int, pods: int = 1) -> None:
         if pods:

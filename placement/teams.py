@@ -34,9 +34,10 @@ beyond what it lends it. A team in no cohort neither borrows nor lends: it holds
 
 Units: every GPU counts, in GPU-equivalents: a whole-GPU pod its GPUs, a MIG pod its instance's
 memory slices over its GPU's (the node's model: 1g on an 8-slice GPU is 1/8), a pod on a shared GPU
-its `gpu_share`; running pods the same. Scopes, the ledger and the model count integers: milli-GPU
-(`MILLI` per GPU, demands rounded up, so 8 × 1/8 fit a quota of 1 GPU and 9 do not), milli-CPU and
-MiB (quotas rounded down, demands up: integer accounting is never more permissive than the request).
+its `gpu_share`, a pod on a shared MIG instance that share of its instance's part; running pods the
+same. Scopes, the ledger and the model count integers: milli-GPU (`MILLI` per GPU, demands rounded
+up, so 8 × 1/8 fit a quota of 1 GPU and 9 do not), milli-CPU and MiB (quotas rounded down, demands
+up: integer accounting is never more permissive than the request).
 Reports and reasons print GPUs, cores and GiB (`amount`).
 
 Fair entitlement (KAI's two stages, Slurm's fair-share factor): a team first gets its nominal,
@@ -75,6 +76,11 @@ _PER_UNIT = (MILLI, 1000, 1024)  # integer units per GPU, core, GiB
 def share_milli(share: float) -> int:
     """Milli-GPU of a pod's share of a shared GPU (rounded up)."""
     return int(math.ceil(share * MILLI - 1e-6))
+
+
+def instance_share_milli(share: float, instance: int) -> int:
+    """Milli-GPU of a pod's share of a shared MIG instance of `instance` milli-GPU (rounded up)."""
+    return int(math.ceil(share * instance - 1e-6))
 
 
 def slice_milli(geo: MigGeometry, profile: MigProfile) -> int:
@@ -117,6 +123,8 @@ def running_holdings(request: PlacementRequest, nodes: Sequence[object],
             bad = set(getattr(nodes[i], "unhealthy_gpus", ()))
             if pod.mig is not None:
                 milli = 0 if pod.mig.gpu in bad else mig_milli(gpu_models[i], pod.mig.profile)
+                if pod.gpu_share is not None:  # a share of a shared instance: that part of the instance's
+                    milli = instance_share_milli(pod.gpu_share, milli)
             elif pod.gpu_share is not None:
                 milli = 0 if any(g in bad for g in pod.gpus) else share_milli(pod.gpu_share)
             else:

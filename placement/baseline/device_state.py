@@ -22,13 +22,14 @@ from placement.devices.view import DeviceView
 class GpuState:
     """One partitioned GPU during the greedy: instances by start, which of them are taken."""
 
-    __slots__ = ("gpu", "origin", "inst", "busy", "_layout")
+    __slots__ = ("gpu", "origin", "inst", "busy", "shared", "_layout")
 
     def __init__(self, gpu: int, origin: Layout | None, occupied: Iterable[int]) -> None:
         self.gpu = gpu
         self.origin = origin  # layout before the plan; None: the GPU was whole
         self.inst: dict[int, str] = {s: name for name, s in origin or ()}
         self.busy: set[int] = set(occupied)
+        self.shared: set[int] = set()  # starts of instances this plan makes shared (also busy)
         self._layout: Layout | None = None  # layout() of `inst`; reset by touch()
 
     def layout(self) -> Layout:
@@ -43,12 +44,13 @@ class GpuState:
         self._layout = None
 
     def changed(self) -> bool:
-        return self.layout() != self.origin
+        """A new layout, or instances made shared (the wire format says so in the GPU's layout: a MIG change)."""
+        return bool(self.shared) or self.layout() != self.origin
 
     def copy(self) -> GpuState:
         other = GpuState.__new__(GpuState)
         other.gpu, other.origin = self.gpu, self.origin
-        other.inst, other.busy = dict(self.inst), set(self.busy)
+        other.inst, other.busy, other.shared = dict(self.inst), set(self.busy), set(self.shared)
         other._layout = self._layout  # a tuple: safe to share, and equal to the copied `inst`'s
         return other
 
@@ -56,7 +58,7 @@ class GpuState:
 class NodeState:
     """Device state of one node during the greedy (copied on first write inside a gang's trial)."""
 
-    __slots__ = ("mig", "plain", "in_w", "whole_taken", "converted", "shared", "opened", "serial")
+    __slots__ = ("mig", "plain", "in_w", "whole_taken", "converted", "shared", "opened", "instances", "serial")
 
     def __init__(self, view: DeviceView, n: int) -> None:
         self.serial = 0  # 0: as the view has it; GreedyDevices.node() gives each writable state a fresh one
@@ -68,6 +70,8 @@ class NodeState:
         self.converted: set[int] = set()  # idle partitioned GPUs made whole
         self.shared = {g.gpu: [g.pods_left, g.milli_left, g.mib_left] for g in view.shared[n]}
         self.opened: list[int] = []  # plain GPUs this plan shares (policy.allow_sharing_changes), also in `shared`
+        #: shared MIG instances, declared or made by this plan: (gpu, start) -> [pods, milli, MiB] left
+        self.instances = {(i.gpu, i.start): [i.pods_left, i.milli_left, i.mib_left] for i in view.shared_instances(n)}
 
     def copy(self) -> NodeState:
         other = NodeState.__new__(NodeState)
@@ -76,6 +80,7 @@ class NodeState:
         other.whole_taken = self.whole_taken
         other.shared = {g: list(v) for g, v in self.shared.items()}
         other.opened = list(self.opened)
+        other.instances = {k: list(v) for k, v in self.instances.items()}
         other.serial = 0  # set by GreedyDevices.node(), the only caller
         return other
 

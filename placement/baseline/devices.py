@@ -14,6 +14,7 @@ from placement_models import (
     Task,
 )
 
+from placement.baseline import mig_sharing
 from placement.baseline.device_state import (
     CHANGED_BELOW,
     NODE_BITS,
@@ -31,7 +32,7 @@ from placement.baseline.device_state import (
 )
 from placement.catalog import MigProfile
 from placement.devices.pods import profile_for, share_demand, share_room
-from placement.devices.view import is_mig, uses_devices
+from placement.devices.view import is_instance_share, is_mig, uses_devices
 from placement.picks import pod_picks
 from placement.problem import Problem
 from placement.solution import Placement
@@ -51,6 +52,7 @@ class GreedyDevices:
         self.changes = 0
         self.changed_nodes: set[int] = set()  # nodes with a GPU whose layout this plan changes
         self.shares: dict[tuple[int, int], list[int]] = {}
+        self.instance_shares: dict[tuple[int, int], list[tuple[int, int]]] = {}  # (task, node) -> (gpu, start)s
         self.opened = 0  # plain GPUs this plan shares (policy.max_sharing_changes caps them)
         #: per node, the `serial` of its state here (-1: no state yet): what NodeAnswers entries are checked against
         self.serial = np.full(len(self.view.mig), -1, dtype=np.int64)
@@ -63,6 +65,7 @@ class GreedyDevices:
         other.nodes, other.own, other.changes = dict(self.nodes), set(), self.changes
         other.changed_nodes = set(self.changed_nodes)
         other.shares = {k: list(v) for k, v in self.shares.items()}
+        other.instance_shares = {k: list(v) for k, v in self.instance_shares.items()}
         other.opened = self.opened
         other.serial = self.serial.copy()
         return other
@@ -70,6 +73,7 @@ class GreedyDevices:
     def commit(self, trial: GreedyDevices) -> None:
         self.nodes, self.own, self.changes, self.shares = trial.nodes, set(), trial.changes, trial.shares
         self.changed_nodes, self.opened, self.serial = trial.changed_nodes, trial.opened, trial.serial
+        self.instance_shares = trial.instance_shares
 
     def node(self, n: int) -> NodeState:
         """Node n's state, to change: copied on first write in a trial, and given a fresh serial on every call
@@ -144,7 +148,10 @@ class GreedyDevices:
         placed = 0
         while placed < want:
             ok = cand[np.all(free[cand, 1:] >= d[1:], axis=1)]
-            pick = self._mig_pod(t, ok, free) if is_mig(task.spec) else self._share_pod(t, ok, free)
+            if is_instance_share(task.spec):
+                pick = self._instance_pod(t, ok, free)
+            else:
+                pick = self._mig_pod(t, ok, free) if is_mig(task.spec) else self._share_pod(t, ok, free)
             if pick is None:
                 break
             free[pick, 1:] -= d[1:]
@@ -179,6 +186,42 @@ class GreedyDevices:
         left[1] -= need_milli
         left[2] -= need_mib
         self.shares.setdefault((t, n), []).append(gpu)
+        return n
+
+    def _instance_pod(self, t: int, nodes: np.ndarray, free: np.ndarray) -> int | None:
+        """One pod sharing a MIG instance: best fit onto a shared instance of its profile (declared, or made
+        shared earlier by this plan), else, re-partitioning on, a new shared instance (baseline.mig_sharing)."""
+        spec = self.problem.tasks[t].spec
+        best = None
+        for n in nodes.tolist():
+            state = self.nodes.get(n)
+            if (state.instances if state is not None else self.view.shared_instances(n)):
+                p = profile_for(spec, self.view.geometry(n))
+                found = None if p is None else mig_sharing.best_fit(
+                    self.peek(n), n, spec, p, self.view.fresh_instance(n, p.name))
+                best = found if best is None or (found is not None and found < best) else best
+        if best is None and self.view.changes:
+            budget = self.view.max_changes is None or self.changes < self.view.max_changes
+            for n in nodes.tolist():
+                geo = self.view.geometry(n)
+                p = profile_for(spec, geo)
+                if geo is None or p is None:
+                    continue
+                found = mig_sharing.new_instance(self.peek(n), n, geo, p, bool(free[n, 0] >= 1), budget)
+                best = found if best is None or (found is not None and found < best) else best
+        if best is None:
+            return None
+        _, n, gpu, start = best
+        p = profile_for(spec, self.view.geometry(n))
+        assert p is not None
+        if (gpu, start) not in self.peek(n).instances:  # a new shared instance: taken as a MIG pod takes one
+            was = gpu >= 0 and self.peek(n).mig[gpu].changed()
+            gpu = self._take(n, gpu, start, p, free)
+            if not was and not self.nodes[n].mig[gpu].changed():
+                self.changes += 1  # a free instance shared on an unchanged GPU: the sharing is its change
+                self.changed_nodes.add(n)
+        mig_sharing.take(self.node(n), gpu, start, self.view.fresh_instance(n, p.name), spec)
+        self.instance_shares.setdefault((t, n), []).append((gpu, start))
         return n
 
     def _share_plain(self, spec: Task, nodes: np.ndarray, free: np.ndarray) -> tuple[int, int] | None:
@@ -309,7 +352,9 @@ class GreedyDevices:
             options.extend(repartition_node(self.peek(n), n, geo, p, bool(free[n, 0] >= 1), budget))
         return options
 
-    def _take(self, n: int, gpu: int, start: int, p: MigProfile | None, free: np.ndarray) -> None:
+    def _take(self, n: int, gpu: int, start: int, p: MigProfile | None, free: np.ndarray) -> int:
+        """Take instance (gpu, start) of profile p on node n, re-laying the GPU if needed (gpu -1: a plain GPU
+        partitioned now); returns the GPU's index."""
         assert p is not None
         state = self.node(n)
         was_changed = gpu >= 0 and state.mig[gpu].changed()
@@ -333,6 +378,7 @@ class GreedyDevices:
         if g.changed() and not was_changed:
             self.changes += 1
             self.changed_nodes.add(n)
+        return gpu
 
     def settle(self, counts: dict[tuple[int, int], int]) -> bool:
         """After a gang: make idle partitioned GPUs whole where its whole-GPU pods need more than the plain
@@ -388,6 +434,9 @@ class GreedyDevices:
             state = self.node(n)
             spec = problem.tasks[t].spec
             for gpu, inst in picks:
+                if inst is not None and is_instance_share(spec):  # a share: made shared on its first pod
+                    mig_sharing.take(state, gpu, inst[1], self.view.fresh_instance(n, inst[0]), spec)
+                    continue
                 if inst is not None:
                     state.mig[gpu].busy.add(inst[1])
                     if gpu in state.in_w:
@@ -417,6 +466,10 @@ class GreedyDevices:
                     placement.mig_layouts[n, gpu] = g.layout()
         for key, gpus in sorted(self.shares.items()):
             placement.shares[key] = sorted(gpus)
+        for n, state in sorted(self.nodes.items()):
+            placement.shared_instances.update((n, gpu, s) for gpu, g in state.mig.items() for s in g.shared)
+        for pair, instances in sorted(self.instance_shares.items()):
+            placement.instance_shares[pair] = sorted(instances)
 
 
 class NodeAnswers:

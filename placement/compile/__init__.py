@@ -5,6 +5,8 @@ changes. Modules meet only through the context, and the order of `MODULES` matte
 another writes there:
 
 * gang and capacity come first: they shape feasibility;
+* mig_sharing before mig: it writes `ctx.new_instances` (shared MIG instances the plan may make), which
+  mig draws from its free-instance supply; its read rule is a late one, run after mig has read the layouts;
 * mig before sharing and cost: mig writes `ctx.partitioned` (idle whole GPUs it partitions) and
   `ctx.whole_after` (GPUs whole after the plan); sharing reads both (an opened slot takes a plain GPU
   neither MIG nor a whole-GPU pod takes) and adds its own shared GPUs to `ctx.partitioned`; cost's peak
@@ -29,6 +31,7 @@ from placement.compile import (
     fragmentation,
     gang,
     mig,
+    mig_sharing,
     nominal,
     preemption,
     priority,
@@ -43,9 +46,9 @@ from placement.compile import (
 from placement.compile.context import SCALE, ModelContext
 from placement.problem import Problem
 
-# mig before sharing and cost (module docstring): they read what mig writes in the context
+# mig_sharing before mig, mig before sharing and cost (module docstring): each reads what the one before writes
 MODULES: tuple[ModuleType, ...] = (gang, capacity, reservation, priority, fragmentation, quota, nominal, fairness,
-                                   preemption, topology, mig, sharing, cost, usage, stability, waiting,
+                                   preemption, topology, mig_sharing, mig, sharing, cost, usage, stability, waiting,
                                    alignment)
 
 

@@ -109,6 +109,7 @@ class ModelContext:
         self.upper: list[list[int]] = []  # each x variable's upper bound, aligned with x
         self._hint_rules: list[Callable[[ModelContext, Placement, dict[int, int]], None]] = []
         self._read_rules: list[Callable[[ModelContext, dict[int, int], Placement], None]] = []
+        self._late_read_rules: list[Callable[[ModelContext, dict[int, int], Placement], None]] = []
         for t, task in enumerate(problem.tasks):
             # candidates are ascending subsets of the task's own (placement.candidates)
             at = np.minimum(np.searchsorted(task.candidates, self.candidates[t]), max(0, task.candidates.size - 1))
@@ -133,6 +134,10 @@ class ModelContext:
         #: where MIG configurations decide it; elsewhere problem.free[n, 0]. Whatever takes whole GPUs
         #: (whole-GPU pods, GPUs the plan shares) stays within it
         self.whole_after: dict[int, tuple[int, list[cp_model.IntVar]]] = {}
+        #: node -> the new shared MIG instances the plan may make there, from compile/mig_sharing.py: (profile,
+        #: its `open` boolean, the tasks that may share it); compile/mig.py draws each open one from the node's
+        #: instances of that profile on GPUs whose layout changes
+        self.new_instances: dict[int, list[tuple[str, cp_model.IntVar, tuple[int, ...]]]] = {}
         #: nodes whose healthy GPUs are all free before the plan: the whole nodes big gangs need
         self.whole_free: np.ndarray = problem.gpu_empty()
         #: kind -> node -> true when the plan breaks into the whole free node (`break_flag`): whole-GPU pods
@@ -196,13 +201,15 @@ class ModelContext:
         """Register how a module derives its auxiliary variables' values from a placement."""
         self._hint_rules.append(rule)
 
-    def on_read(self, rule: Callable[[ModelContext, dict[int, int], Placement], None]) -> None:
+    def on_read(self, rule: Callable[[ModelContext, dict[int, int], Placement], None], late: bool = False) -> None:
         """Register how a module writes its choices beyond pod counts (e.g. MIG layouts) into a placement
-        read from solver values: the inverse of its hint rule."""
-        self._read_rules.append(rule)
+        read from solver values: the inverse of its hint rule. A `late` rule runs after every other, for a
+        module that reads what a later module's rule writes (the instances a shared MIG slot becomes are
+        known once MIG's layouts are)."""
+        (self._late_read_rules if late else self._read_rules).append(rule)
 
     def read_extras(self, values: dict[int, int], placement: Placement) -> None:
-        for rule in self._read_rules:
+        for rule in self._read_rules + self._late_read_rules:
             rule(self, values, placement)
 
     def assignment_of(self, placement: Placement) -> dict[int, int]:

@@ -56,7 +56,9 @@ def _breaks(ctx: ModelContext, placement: Placement, kind: str) -> set[int]:
     if kind == BY_GPU_PODS:
         return set(np.flatnonzero(placement.usage(ctx.problem)[:, 0] > 0).tolist())
     if kind == BY_MIG:
-        hit = {n for (t, n), k in placement.counts.items() if k and devices.is_mig(ctx.problem.tasks[t].spec)}
+        tasks = ctx.problem.tasks  # pods on whole instances, and pods sharing one
+        hit = {n for (t, n), k in placement.counts.items()
+               if k and (devices.is_mig(tasks[t].spec) or devices.is_instance_share(tasks[t].spec))}
         return hit | {n for (n, _), layout in placement.mig_layouts.items() if layout is not None}
     return {n for n, _ in placement.sharing_changes}
 

@@ -18,6 +18,17 @@ giving CP-SAT eight interchangeable copies to permute (docs/solver.md §3).
 Each GPU that changes costs `weights.mig_reconfigure` (term `mig.reconfigure`);
 `policy.max_mig_changes` caps their number. Whole-GPU pods may use only GPUs that stay (or become)
 whole: one more row per node where that depends on the chosen configurations.
+
+New shared MIG instances (compile/mig_sharing.py's open slots, `ctx.new_instances`) draw on the same
+supply as whole-instance pods, and only on GPUs whose layout changes (the wire format says an
+instance is shared in its GPU's layout, so sharing one is a MIG change):
+
+    Σ_{t wants p on n} x[t,n] + Σ open slots_p(n)  ≤  supply_p(n)
+    Σ open slots_p(n)  ≤  Σ_{changed configurations} count · supply_p
+
+exact per profile, as slots may take any changed GPU's instances and whole pods the rest. A class
+with free instances of a slot's profile gets one more configuration for that: its current layout,
+counted as changed (free instances shared, none moved).
 """
 
 from __future__ import annotations
@@ -68,6 +79,12 @@ def apply(ctx: ModelContext) -> None:
             assert p is not None, "candidate filtering keeps only nodes offering the profile"
             wants.setdefault(n, []).append((var, p.name))
             pods_on.setdefault(n, []).append((var, ub, t))
+    slots: dict[int, list[tuple[cp_model.IntVar, str]]] = {}
+    for n, entries in ctx.new_instances.items():
+        for profile, opened, tasks in entries:
+            wants.setdefault(n, []).append((opened, profile))
+            slots.setdefault(n, []).append((opened, profile))
+            pods_on.setdefault(n, []).extend((opened, 1, t) for t in tasks)
     demands = ctx.demands
     whole = {n: [(v, demands[t][0]) for v, t, _ in pairs if demands[t][0] > 0]
              for n, pairs in enumerate(ctx.node_terms())}
@@ -77,7 +94,7 @@ def apply(ctx: ModelContext) -> None:
     tables: dict[int, NodeTable] = {}
     changed: list[cp_model.IntVar] = []
     for n in sorted(nodes):
-        table = _node_table(ctx, n, wants.get(n, []), bool(whole[n]))
+        table = _node_table(ctx, n, wants.get(n, []), bool(whole[n]), slots.get(n, []))
         tables[n] = table
         changed += [v for c in table.classes for v, cfg in zip(c.counts, c.configs, strict=False) if cfg.changed]
         ctx.partitioned[n] = [(v, len(c.gpus)) for c in table.classes if c.free is None
@@ -93,7 +110,8 @@ def apply(ctx: ModelContext) -> None:
     ctx.on_read(lambda c, values, placement: _read(tables, c, values, placement))
 
 
-def _node_table(ctx: ModelContext, n: int, wants: list[tuple[cp_model.IntVar, str]], whole_ok: bool) -> NodeTable:
+def _node_table(ctx: ModelContext, n: int, wants: list[tuple[cp_model.IntVar, str]], whole_ok: bool,
+                slots: list[tuple[cp_model.IntVar, str]]) -> NodeTable:
     view = ctx.problem.devices
     assert view is not None
     model = view.models[n]
@@ -107,6 +125,8 @@ def _node_table(ctx: ModelContext, n: int, wants: list[tuple[cp_model.IntVar, st
     classes = []
     for (occupied, free), gpus in groups.items():
         configs = devices.configs(model, occupied, free, relevant, view.changes, whole_ok)
+        if slots and free is not None and any(configs[0].supply[relevant.index(p)] for _, p in slots):
+            configs = (*configs, Config(configs[0].layout, configs[0].supply, True))  # free instances shared
         cls = GpuClass(gpus=gpus, occupied=occupied, free=free, configs=configs)
         if len(configs) > 1:
             cls.counts = [ctx.model.new_int_var(0, len(gpus), f"mig[{n},{gpus[0]},{k}]") for k in range(len(configs))]
@@ -120,6 +140,12 @@ def _node_table(ctx: ModelContext, n: int, wants: list[tuple[cp_model.IntVar, st
                  if cfg.supply[r]]
         ctx.model.add(cp_model.LinearExpr.sum(pods)
                       <= fixed + cp_model.LinearExpr.weighted_sum([v for v, _ in terms], [k for _, k in terms]))
+        opens = [v for v, p in slots if p == name]
+        if opens:
+            changed = [(v, cfg.supply[r]) for c in classes for v, cfg in zip(c.counts, c.configs, strict=False)
+                       if cfg.changed and cfg.supply[r]]
+            ctx.model.add(cp_model.LinearExpr.sum(opens)
+                          <= cp_model.LinearExpr.weighted_sum([v for v, _ in changed], [k for _, k in changed]))
     return table
 
 

@@ -50,11 +50,11 @@ def apply(ctx: ModelContext) -> None:
     split, load = _split(ctx, slots)
     for n, gpus in enumerate(view.shared):
         for g in gpus:
-            _limit(ctx, load.get((n, g.gpu), []), (g.pods_left, g.milli_left, g.mib_left), None)
+            limit(ctx, load.get((n, g.gpu), []), (g.pods_left, g.milli_left, g.mib_left), None)
     for n, opens in slots.items():
         fresh = view.fresh_share(n)
         for k, opened in enumerate(opens):
-            _limit(ctx, load.get((n, -1 - k), []), (fresh.pods_left, fresh.milli_left, fresh.mib_left), opened)
+            limit(ctx, load.get((n, -1 - k), []), (fresh.pods_left, fresh.milli_left, fresh.mib_left), opened)
         _takes_plain_gpus(ctx, n, opens)
     _breaks_whole_nodes(ctx, slots)
     _cost(ctx, [b for bs in slots.values() for b in bs])
@@ -71,7 +71,7 @@ def _split(ctx: ModelContext, slots: dict[int, list[cp_model.IntVar]]) -> tuple[
     load: Load = {}
     for t, cand in enumerate(ctx.candidates):
         spec = problem.tasks[t].spec
-        if not devices.is_shared(spec):
+        if not devices.is_shared(spec):  # shares of MIG instances: compile/mig_sharing.py
             continue
         for var, n, ub in zip(ctx.x[t], cand.tolist(), ctx.upper[t], strict=True):
             gpus = [(g.gpu, devices.share_demand(spec, g), devices.share_room(spec, g)) for g in view.shared[n]]
@@ -137,10 +137,10 @@ def _slots(ctx: ModelContext) -> dict[int, list[cp_model.IntVar]]:
     return out
 
 
-def _limit(ctx: ModelContext, terms: list[tuple[cp_model.IntVar, int, int, int]], limits: tuple[int, int, int],
-           opened: cp_model.IntVar | None) -> None:
-    """Pods, milli-GPU and MiB on one shared GPU within its limits; for a slot, times its `open` (the pod row
-    always: it is what keeps a closed slot empty)."""
+def limit(ctx: ModelContext, terms: list[tuple[cp_model.IntVar, int, int, int]], limits: tuple[int, int, int],
+          opened: cp_model.IntVar | None) -> None:
+    """Pods, milli-GPU and MiB on one shared GPU (or shared MIG instance: compile/mig_sharing.py) within its
+    limits; for a slot, times its `open` (the pod row always: it is what keeps a closed slot empty)."""
     variables = [v for v, _, _, _ in terms]
     for d, limit in enumerate(limits):
         coefs = [(1, milli, mib)[d] for _, milli, mib, _ in terms]

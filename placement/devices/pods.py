@@ -2,7 +2,8 @@
 
 Candidate filtering asks this before any variable exists: a MIG or shared pod's nodes are the
 ones whose instances, re-partitions or shares have room (`room`), and the priority term values
-such a pod by its fraction of a GPU (`gpu_value`).
+such a pod by its fraction of a GPU (`gpu_value`). A share of a MIG instance counts that part of
+its instance: 0.25 of a 1g instance of an 8-slice GPU is 1/32 of a GPU.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from placement_models import (
 
 from placement.catalog import MigGeometry, MigProfile
 from placement.devices.layouts import max_instances
-from placement.devices.view import DeviceView, SharedGpu, is_mig, is_shared, to_mib, to_milli
+from placement.devices.view import DeviceView, SharedGpu, is_instance_share, is_mig, is_shared, to_mib, to_milli
 
 #: Candidate-filter stages this module adds to a task's funnel (explain.py turns them into reasons).
-STAGES = ("mig_profile", "mig_room", "shared_gpus", "share_room")
+STAGES = ("mig_profile", "mig_room", "shared_gpus", "share_room", "instance_share_room")
 
 
 #: profile_for answers by (geometry, mig_profile, gpu_memory_gib): the geometry is kept in the value and
@@ -54,7 +55,8 @@ def _profile_for(spec: Task, geo: MigGeometry) -> MigProfile | None:
 
 
 def share_demand(spec: Task, gpu: SharedGpu) -> tuple[int, int]:
-    """(milli-GPU, MiB of GPU memory) of one shared pod; memory defaults to its share of the GPU's."""
+    """(milli-GPU, MiB of GPU memory) of one shared pod; memory defaults to its share of the GPU's (of the
+    instance's, on a shared MIG instance: milli then counts thousandths of the instance)."""
     share = spec.gpu_share or 0.0
     gib = spec.gpu_memory_gib if spec.gpu_memory_gib is not None else share * gpu.memory_gib
     return to_milli(share), to_mib(gib)
@@ -92,12 +94,31 @@ def mig_room(view: DeviceView, n: int, p: MigProfile) -> int:
     return total
 
 
+def instance_share_room(spec: Task, view: DeviceView, n: int, p: MigProfile) -> int:
+    """Pods of a task sharing `p` instances that node n takes: the room its shared instances of p have left,
+    plus, with re-partitioning on, every p instance its GPUs could offer (free ones shared, new ones made)
+    at the room of a new shared instance."""
+    total = sum(share_room(spec, i) for i in view.shared_instances(n) if i.profile == p.name)
+    if view.changes:
+        total += mig_room(view, n, p) * share_room(spec, view.fresh_instance(n, p.name))
+    return total
+
+
 def room(spec: Task, view: DeviceView, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[str, str]]:
     """Per candidate node of a MIG or shared task: can it take one pod (bool), how many (int), and the two
     filter stages these answer (a task's funnel names them, so pending reasons can say which one emptied it)."""
     if is_mig(spec):
         fits_all, room_all = _mig_rooms(view, spec)
         return fits_all[cand], room_all[cand], ("mig_profile", "mig_room")
+    if is_instance_share(spec):
+        fits = np.zeros(cand.size, dtype=bool)
+        rooms = np.zeros(cand.size, dtype=np.int64)
+        for i, n in enumerate(cand.tolist()):
+            p = profile_for(spec, view.geometry(n))
+            if p is not None:
+                fits[i] = True
+                rooms[i] = instance_share_room(spec, view, n, p)
+        return fits, rooms, ("mig_profile", "instance_share_room")
     rooms = np.array([sum(share_room(spec, g) for g in view.shared[int(n)]) for n in cand], dtype=np.int64)
     fits = np.array([bool(view.shared[int(n)]) for n in cand], dtype=bool)
     if view.sharing_changes:  # plain GPUs the plan may share count as shared GPUs with all their room
@@ -136,10 +157,11 @@ def _mig_rooms(view: DeviceView, spec: Task) -> tuple[np.ndarray, np.ndarray]:
 
 def gpu_value(spec: Task, view: DeviceView | None, cand: np.ndarray) -> float:
     """A pod's GPU-equivalents for the priority term: whole GPUs, its share, or its instance's memory slices
-    over the GPU's (the smallest over its candidate nodes' models, so the value does not depend on the node)."""
+    over the GPU's (the smallest over its candidate nodes' models, so the value does not depend on the node),
+    times its share for a share of a MIG instance."""
     if is_shared(spec):
         return float(spec.gpu_share or 0.0)
-    if not is_mig(spec):
+    if not is_mig(spec) and not is_instance_share(spec):
         return float(spec.gpus)
     assert view is not None, "a MIG task needs the device view"
     key = ("slice_fractions", spec.mig_profile, spec.gpu_memory_gib)
@@ -153,4 +175,5 @@ def gpu_value(spec: Task, view: DeviceView | None, cand: np.ndarray) -> float:
                 fractions[n] = p.memory_slices / geo.memory_slices
         view.memo[key] = fractions
     found = fractions[cand]  # type: ignore[index]
-    return float(found.min()) if found.size and np.isfinite(found).any() else 0.0
+    whole = float(found.min()) if found.size and np.isfinite(found).any() else 0.0
+    return whole * spec.gpu_share if is_instance_share(spec) and spec.gpu_share is not None else whole

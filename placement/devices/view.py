@@ -2,12 +2,14 @@
 
 Whole-GPU pods are counted per node (the problem's free capacity); pods that take part of a GPU
 need to know *which* GPU and, for MIG, which slots. Per node the view holds healthy partitioned
-GPUs (occupied / free instances), shared GPUs (what running pods left), and the *plain* GPUs
+GPUs (occupied / free instances), shared GPUs (what running pods left), shared MIG instances
+(a layout entry with `sharing`: what running shares left of each), and the *plain* GPUs
 whole-GPU pods may take. Whole-GPU capacity counts plain GPUs, plus idle partitioned GPUs when
 re-partitioning is allowed (they may be made whole again); it never counts a partitioned or
 shared GPU otherwise. With `policy.allow_sharing_changes` a plain GPU may also become a shared
 GPU (`fresh_share`): the whole-GPU capacity it leaves is the same plain GPU, so MIG, sharing and
-whole pods compete for it.
+whole pods compete for it. With `policy.allow_mig_changes` a free instance, or one a re-partition
+creates, may become a shared MIG instance too (`fresh_instance`, with policy.sharing_default's setting).
 """
 
 from __future__ import annotations
@@ -31,9 +33,6 @@ from placement.catalog import MigGeometry
 from placement.devices.layouts import Layout, layout_problems, sort_layout
 
 MILLI = 1000
-
-
-
 
 
 @dataclass(frozen=True)
@@ -69,6 +68,15 @@ class SharedGpu:
 
 
 @dataclass(frozen=True)
+class SharedInstance(SharedGpu):
+    """A shared MIG instance (time-slicing or MPS on MIG) of a healthy GPU and what its running shares leave;
+    `memory_gib` is the instance's. It never moves and never takes a whole-instance pod."""
+
+    profile: str  # the catalog's name
+    start: int
+
+
+@dataclass(frozen=True)
 class DeviceView:
     changes: bool  # policy.allow_mig_changes
     max_changes: int | None
@@ -81,6 +89,8 @@ class DeviceView:
     sharing_changes: bool = False
     max_sharing_changes: int | None = None
     sharing_default: GpuSharing = GpuSharing(mode="time-slicing", replicas=8)
+    #: per node, its shared MIG instances (GPU, then start order)
+    instances: tuple[tuple[SharedInstance, ...], ...] = ()
     #: answers derived from the view alone (see `_mig_rooms`); not an init field, so `replace` starts afresh
     memo: dict[object, object] = _field(default_factory=dict, init=False, compare=False, repr=False)
 
@@ -97,6 +107,15 @@ class DeviceView:
         are -1: one template per GPU model serves every node and GPU of it."""
         return _fresh(self.models[n] or "", self.sharing_default.mode, self.sharing_default.replicas)
 
+    def fresh_instance(self, n: int, profile: str) -> SharedInstance:
+        """What a new shared instance of `profile` on node n offers (policy.sharing_default; node, gpu and
+        start -1): a free instance the plan shares, or one a re-partition creates for shares."""
+        return _fresh_instance(self.models[n] or "", profile, self.sharing_default.mode,
+                               self.sharing_default.replicas)
+
+    def shared_instances(self, n: int) -> tuple[SharedInstance, ...]:
+        return self.instances[n] if self.instances else ()
+
     @property
     def active(self) -> bool:
         return any(self.mig) or any(self.shared)
@@ -110,11 +129,17 @@ def build(request: PlacementRequest, nodes: tuple[Node, ...], models: tuple[str 
     occupied: dict[tuple[int, int], set[int]] = {}
     held: list[set[int]] = [set(n.unhealthy_gpus) for n in nodes]
     share_use: dict[tuple[int, int], list[tuple[int, int]]] = {}  # (node, gpu) -> [(milli, mib)]
+    instance_use: dict[tuple[int, int, int], list[tuple[int, int]]] = {}  # (node, gpu, start) -> [(milli, mib)]
     for job in request.cluster.running:
         for pod in job.pods:
             i = index[pod.node]
             if pod.mig is not None:
                 occupied.setdefault((i, pod.mig.gpu), set()).add(pod.mig.start)
+                if pod.gpu_share is not None:
+                    gib = pod.gpu_memory_gib if pod.gpu_memory_gib is not None else pod.gpu_share * _instance_gib(
+                        models[i], pod.mig.profile)
+                    instance_use.setdefault((i, pod.mig.gpu, pod.mig.start), []).append(
+                        (to_milli(pod.gpu_share), to_mib(gib)))
             elif pod.gpu_share is not None:
                 model = catalog.lookup(models[i] or "")
                 gib = pod.gpu_memory_gib if pod.gpu_memory_gib is not None else pod.gpu_share * (
@@ -124,20 +149,19 @@ def build(request: PlacementRequest, nodes: tuple[Node, ...], models: tuple[str 
                 held[i].update(pod.gpus)
     mig: list[tuple[MigGpu, ...]] = []
     shared: list[tuple[SharedGpu, ...]] = []
+    instances: list[tuple[SharedInstance, ...]] = []
     plain: list[tuple[int, ...]] = []
     for i, node in enumerate(nodes):
         mig.append(_node_mig(errors, i, node, models[i], occupied))
+        instances.append(_node_instances(errors, i, node, {g.gpu for g in mig[-1]}, instance_use))
         shared.append(_node_shared(errors, i, node, models[i], share_use))
         held[i].update(node.mig, node.sharing)
         plain.append(tuple(g for g in range(node.gpus) if g not in held[i]))
     known = catalog.profile_names()
     for j, job in enumerate(request.jobs):
         for k, task in enumerate(job.tasks):
-            if is_mig(task) and is_shared(task):
-                errors.add(("jobs", j, "tasks", k, "gpu_share"), "a share of a MIG instance (mig_profile with "
-                           "gpu_share) is valid and verified, but the planner does not place one yet: leave the job "
-                           "out of the request, or ask for a whole instance (drop gpu_share)", task.gpu_share)
-            if is_mig(task) and not task.mig_auto and catalog.normalize_profile(task.mig_profile or "") not in known:
+            if task.mig_profile is not None and not task.mig_auto and catalog.normalize_profile(
+                    task.mig_profile) not in known:
                 errors.add(("jobs", j, "tasks", k, "mig_profile"), f"unknown MIG profile '{task.mig_profile}' "
                            "(a name like 1g.10gb, 3g.40gb, 1g.10gb+me, or 'auto')", task.mig_profile)
     errors.raise_if_any()
@@ -148,7 +172,8 @@ def build(request: PlacementRequest, nodes: tuple[Node, ...], models: tuple[str 
     return DeviceView(changes=changes, max_changes=policy.max_mig_changes, models=models, mig=tuple(mig),
                       shared=tuple(shared), plain=tuple(plain), whole_free=whole,
                       sharing_changes=policy.allow_sharing_changes and policy.max_sharing_changes != 0,
-                      max_sharing_changes=policy.max_sharing_changes, sharing_default=policy.sharing_default)
+                      max_sharing_changes=policy.max_sharing_changes, sharing_default=policy.sharing_default,
+                      instances=tuple(instances))
 
 
 @cache
@@ -157,6 +182,20 @@ def _fresh(model: str, mode: str, replicas: int) -> SharedGpu:
     memory = found.memory_gib if found else 0.0
     return SharedGpu(node=-1, gpu=-1, mode=mode, replicas=replicas, pods_left=replicas, milli_left=MILLI,
                      mib_left=to_mib(memory), memory_gib=memory)
+
+
+@cache
+def _fresh_instance(model: str, profile: str, mode: str, replicas: int) -> SharedInstance:
+    memory = _instance_gib(model, profile)
+    return SharedInstance(node=-1, gpu=-1, mode=mode, replicas=replicas, pods_left=replicas, milli_left=MILLI,
+                          mib_left=to_mib(memory), memory_gib=memory, profile=profile, start=-1)
+
+
+def _instance_gib(model: str | None, profile: str) -> float:
+    """GiB of one instance of `profile` on the GPU model (0 when the catalog has no such instance)."""
+    geo = catalog.mig_geometry(model) if model else None
+    found = geo.profile(profile) if geo is not None else None
+    return found.memory_gib if found is not None else 0.0
 
 
 def to_milli(share: float) -> int:
@@ -186,11 +225,35 @@ def _node_mig(errors: ErrorList, i: int, node: Node, model: str | None,
         if problems or g in node.unhealthy_gpus:
             continue
         canon = [(_canonical(geo, name), start) for name, start in layout]
-        # a shared instance (time-slicing/MPS on MIG) is planned as occupied: it stays where it is, and no
-        # pod is placed on it (the planner does not place shares of MIG instances; the verifier checks them)
+        # a shared instance (time-slicing/MPS on MIG) is planned as occupied: it stays where it is and takes
+        # no whole-instance pod; its shares are `instances` (_node_instances)
         busy = occupied.get((i, g), set()) | {x.start for x in node.mig[g] if x.sharing is not None}
         out.append(MigGpu(node=i, gpu=g, occupied=sort_layout(x for x in canon if x[1] in busy),
                           free=sort_layout(x for x in canon if x[1] not in busy)))
+    return tuple(out)
+
+
+def _node_instances(errors: ErrorList, i: int, node: Node, planned: set[int],
+                    use: dict[tuple[int, int, int], list[tuple[int, int]]]) -> tuple[SharedInstance, ...]:
+    """The shared MIG instances of node i's GPUs in `planned` (healthy, legal layouts: _node_mig's), each with
+    what its running shares leave; running shares over an instance's memory are an error with its path."""
+    geo = catalog.mig_geometry(node.gpu_model) if node.gpu_model else None
+    out = []
+    for g in sorted(planned):
+        for k, inst in enumerate(node.mig[g]):
+            p = geo.profile(inst.profile) if geo is not None else None
+            if inst.sharing is None or p is None:
+                continue
+            used = use.get((i, g, inst.start), [])
+            mib_left = to_mib(p.memory_gib) - sum(m for _, m in used)
+            if mib_left < 0:
+                errors.add(("cluster", "nodes", i, "mig", g, k, "sharing"), f"running pods on instance "
+                           f"{p.name}@{inst.start} of GPU {g} use {sum(m for _, m in used) / 1024:g} GiB of GPU "
+                           f"memory, more than its {p.memory_gib:g} GiB", None)
+            out.append(SharedInstance(node=i, gpu=g, mode=inst.sharing.mode, replicas=inst.sharing.replicas,
+                                      pods_left=inst.sharing.replicas - len(used),
+                                      milli_left=MILLI - sum(m for m, _ in used), mib_left=mib_left,
+                                      memory_gib=p.memory_gib, profile=p.name, start=inst.start))
     return tuple(out)
 
 
@@ -222,12 +285,19 @@ def _node_shared(errors: ErrorList, i: int, node: Node, model: str | None,
 
 
 def is_mig(spec: Task) -> bool:
-    return spec.mig_profile is not None
+    """A pod that takes a whole MIG instance."""
+    return spec.mig_profile is not None and spec.gpu_share is None
 
 
 def is_shared(spec: Task) -> bool:
-    return spec.gpu_share is not None
+    """A pod that takes a share of a time-sliced/MPS GPU (not of a MIG instance: `is_instance_share`)."""
+    return spec.gpu_share is not None and spec.mig_profile is None
+
+
+def is_instance_share(spec: Task) -> bool:
+    """A pod that takes a share of a shared MIG instance of its profile (mig_profile with gpu_share)."""
+    return spec.mig_profile is not None and spec.gpu_share is not None
 
 
 def uses_devices(spec: Task) -> bool:
-    return is_mig(spec) or is_shared(spec)
+    return spec.mig_profile is not None or spec.gpu_share is not None

@@ -8,7 +8,8 @@ The planner filters those nodes before any variable exists (placement.problem): 
 for a task when its selectors match, it tolerates the node's blocking taints, the job may use spot if the
 node is spot, the node has GPUs and enough GPU memory for a GPU task, and one pod fits the node's free
 room (whole GPUs no running pod holds, neither partitioned nor shared, plus idle partitioned ones where
-MIG layouts may change; CPU in milli-cores and memory in MiB, demands rounded up and capacities down).
+MIG layouts may change, none of whose instances is shared; CPU in milli-cores and memory in MiB,
+demands rounded up and capacities down).
 
 Two limits, each stated where a term reads it:
 
@@ -73,6 +74,9 @@ def rooms(ctx: Context) -> dict[str, Room]:
                 held.setdefault(pod.node, set()).update(pod.gpus)
             cpu[pod.node] = cpu.get(pod.node, 0) + cpu_units(pod.cpu, True)
             mem[pod.node] = mem.get(pod.node, 0) + mem_units(pod.memory_gib, True)
+    # a shared MIG instance never moves (the planner keeps its sharing), so its GPU is never made whole either
+    occupied |= {(n.name, g) for n in ctx.nodes.values() for g, layout in n.mig.items()
+                 if any(i.sharing is not None for i in layout)}
     changes = ctx.request.policy.allow_mig_changes
     out: dict[str, Room] = {}
     for n in ctx.nodes.values():

@@ -3,12 +3,13 @@ reserve of free GPUs, and the nodes a plan adds are ones their pool offers, with
 and the plan's cost summary, recomputed where it is plain arithmetic.
 
 Cost summary (`cost`): per placed job, its GPU-equivalents (a whole-GPU pod its GPUs, a MIG pod its
-instance's memory slices over its GPU's, a shared pod its gpu_share: placement.verify.quota derives
-them from the catalog) and those on spot nodes, the price per hour they cost at their pools'
-gpu_hour_price, compute = per_hour × runtime_h (the job's expected_runtime_h, else 1 h), total =
-compute + reclaim_risk (0 unless a pod is on a spot node); the summary's totals are the sums of its
-rows plus provisioning (each added node's price × GPUs × its pool's min_billing_h). The reclaim risk
-itself is an estimate (placement.pricing's model), not recomputed.
+instance's memory slices over its GPU's, a shared pod its gpu_share, times it on a shared MIG
+instance: placement.verify.quota derives them from the catalog) and those on spot nodes, the price per
+hour they cost at their pools' gpu_hour_price, compute = per_hour × runtime_h (the job's
+expected_runtime_h, else 1 h), total = compute + reclaim_risk (0 unless a pod is on a spot node); the
+summary's totals are the sums of its rows plus provisioning (each added node's price × GPUs × its
+pool's min_billing_h). The reclaim risk itself is an estimate (placement.pricing's model), not
+recomputed.
 """
 
 from __future__ import annotations

@@ -68,6 +68,7 @@ def check_mig(ctx: Context) -> list[str]:
     taken = {key: f"running job {job}" for key, (_, job) in holds.items() if key in whole}
     shares = mig_sharing.shared_after(ctx)
     out.extend(mig_sharing.running_kept(ctx, shares))
+    out.extend(mig_sharing.created(ctx, shares))
     for r in ctx.resolved:
         out.extend(_mig_pod(r, final, taken, shares))
     out.extend(mig_sharing.within_limits(ctx, shares))

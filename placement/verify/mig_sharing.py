@@ -4,7 +4,9 @@ Recomputed from the request and the plan alone, like every rule: which instances
 the plan (a layout entry's `sharing`, the node's or a MIG change's), who holds a share of each (running
 pods not evicted, placed pods) and whether each stays within its replicas, one instance's worth of
 shares and the instance's memory. A whole-instance pod never sits on a shared instance, a share
-never on a whole one, and an instance running pods share stays shared.
+never on a whole one, and an instance running pods share stays shared. An instance shared before keeps
+its setting; one the plan makes shared (a free instance, or one its re-partition creates) gets
+policy.sharing_default's, as a GPU the plan shares does, and is none a running pod holds whole.
 """
 
 from __future__ import annotations
@@ -59,6 +61,41 @@ def running_kept(ctx: Context, shares: Shares) -> list[str]:
     return [f"mig: instance {key[0]} GPU {key[1]} slot {key[2]} held in shares by {holders[0][0]} is not shared "
             "after the plan (its layout entry lost 'sharing')"
             for key, holders in shares.load.items() if key not in shares.spec]
+
+
+def created(ctx: Context, shares: Shares) -> list[str]:
+    """Instances shared after the plan: one shared before (same GPU, start and profile) keeps its setting, one
+    the plan makes shared has policy.sharing_default's; none is an instance a kept running pod holds whole."""
+    default = ctx.request.policy.sharing_default
+    before: dict[Key, tuple[str, GpuSharing]] = {
+        (n.name, g, i.start): (i.profile, i.sharing) for n in ctx.nodes.values() for g, layout in n.mig.items()
+        for i in layout if i.sharing is not None}
+    whole = {(pod.node, pod.mig.gpu, pod.mig.start): rj.job for rj in ctx.request.cluster.running
+             if rj.job not in ctx.evicted for pod in rj.pods if pod.mig is not None and pod.gpu_share is None}
+    out = []
+    for key, spec in shares.spec.items():
+        where = f"MIG instance {shares.profile[key]}@{key[2]} of node {key[0]} GPU {key[1]}"
+        if key in whole:
+            out.append(f"mig: {where} is held whole by running job {whole[key]} and cannot become shared")
+        old = before.get(key)
+        if old is not None and _same(ctx.nodes.get(key[0]), old[0], shares.profile[key]):
+            if (spec.mode, spec.replicas) != (old[1].mode, old[1].replicas):
+                out.append(f"mig: {where} is shared as {old[1].mode} with {old[1].replicas} replicas; the plan "
+                           f"gives it {spec.mode} with {spec.replicas}")
+        elif (spec.mode, spec.replicas) != (default.mode, default.replicas):
+            out.append(f"mig: {where} is made shared as {spec.mode} with {spec.replicas} replicas; "
+                       f"policy.sharing_default says {default.mode} with {default.replicas}")
+    return out
+
+
+def _same(node: Node | None, a: str, b: str) -> bool:
+    """Do two names spell one MIG profile of the node's GPU model?"""
+    model = lookup(node.gpu_model) if node is not None and node.gpu_model else None
+    geo = model.mig if model is not None else None
+    if geo is None:
+        return a.lower() == b.lower()
+    found = geo.profile(a)
+    return found is not None and found == geo.profile(b)
 
 
 def placed_pod(r: Resolved, shares: Shares) -> list[str]:

@@ -2,7 +2,8 @@
 
 **Pod values.** A pod is worth its GPU-equivalents: its whole GPUs, its `gpu_share`, or its MIG
 instance's memory slices over its GPU's, the smallest over the nodes its selectors and taints allow
-(so its value does not depend on where it lands); a CPU-only pod 0.01, so it is placed when free.
+(so its value does not depend on where it lands), times its `gpu_share` for a share of a MIG instance
+(0.25 of a 1g instance of an 8-slice GPU: 1/32); a CPU-only pod 0.01, so it is placed when free.
 
 **Class weights** (per GPU-equivalent, before `weights.priority`), over the jobs the planner weighed:
 
@@ -85,7 +86,7 @@ def mig_fraction_on(task: Task, node: Node) -> float | None:
 
 def task_value(ctx: Context, task: Task) -> float | None:
     """One pod's GPU-equivalents (module docstring); None when a MIG profile's worth differs by node."""
-    if task.gpu_share is not None:
+    if task.gpu_share is not None and task.mig_profile is None:
         return float(task.gpu_share)
     if task.mig_profile is None:
         return float(task.gpus)
@@ -93,7 +94,7 @@ def task_value(ctx: Context, task: Task) -> float | None:
                  for f in [mig_fraction_on(task, n)] if f is not None}
     if len(fractions) > 1:
         return None
-    return fractions.pop() if fractions else 0.0
+    return (fractions.pop() if fractions else 0.0) * (task.gpu_share if task.gpu_share is not None else 1.0)
 
 
 def pod_value(gpus: float) -> float:

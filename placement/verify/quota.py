@@ -22,8 +22,9 @@ draws max(0, Σ_{x of k} draw_x − pool_k + lendable_k). A team in no cohort ho
 
 GPUs count in GPU-equivalents, derived here from the catalog: a whole-GPU pod its healthy GPUs, a
 MIG pod its instance's memory slices over its GPU model's (1g on an 8-slice GPU: 1/8), a pod on a
-shared GPU its gpu_share (a MIG instance or share on an unhealthy GPU counts nothing, as an
-unhealthy whole GPU). CPU counts cores and memory GiB, as pods request them.
+shared GPU its gpu_share, a pod on a shared MIG instance its gpu_share of its instance's part (a MIG
+instance or share on an unhealthy GPU counts nothing, as an unhealthy whole GPU). CPU counts cores
+and memory GiB, as pods request them.
 """
 
 from __future__ import annotations
@@ -138,27 +139,30 @@ def running_pod_gpus(ctx: Context, pod: RunningPod) -> float:
     node = ctx.nodes.get(pod.node)
     bad = set(node.unhealthy_gpus) if node is not None else set()
     if pod.mig is not None:
-        return 0.0 if pod.mig.gpu in bad else mig_fraction(node, pod.mig.profile)
+        share = pod.gpu_share if pod.gpu_share is not None else 1.0
+        return 0.0 if pod.mig.gpu in bad else mig_fraction(node, pod.mig.profile) * share
     if pod.gpu_share is not None:
         return 0.0 if any(g in bad for g in pod.gpus) else float(pod.gpu_share)
     return float(_healthy(ctx, pod.node, pod.gpus))
 
 
 def assigned_gpus(r: Resolved) -> float:
-    """GPU-equivalents a placed pod takes: its task's GPUs, its share, or its MIG instance's part of its GPU."""
+    """GPU-equivalents a placed pod takes: its task's GPUs, its share, or its MIG instance's part of its GPU
+    (times its share, for a share of a MIG instance)."""
     task: Task = r.task
-    if task.gpu_share is not None:
+    if task.gpu_share is not None and task.mig_profile is None:
         return float(task.gpu_share)
     if task.mig_profile is None:
         return float(task.gpus)
+    share = task.gpu_share if task.gpu_share is not None else 1.0
     if r.a.mig is not None:
-        return mig_fraction(r.node, r.a.mig.profile)
+        return mig_fraction(r.node, r.a.mig.profile) * share
     geo = _geometry(r.node)  # no instance named (the mig rule reports it): the task's own profile
     if geo is None:
         return 0.0
     found = (geo.smallest_fitting(task.gpu_memory_gib or 0.0) if task.mig_profile == "auto"
              else geo.profile(task.mig_profile))
-    return found.memory_slices / geo.memory_slices if found is not None else 0.0
+    return found.memory_slices / geo.memory_slices * share if found is not None else 0.0
 
 
 def _running_amount(ctx: Context, pod: RunningPod, resource: str) -> float:
