@@ -10,18 +10,19 @@ placed, in milli-GPU floored to the quantum q: the largest divisor of a GPU and 
 at least 25), fills four segments of its entitlement E_T (breakpoints round(E_T·k/4 / q) quanta), each
 worth less per GPU: 1, ¾, ½, ¼ × weights.fairness. The entitlement (a weighted max-min share given
 demand, quotas and decayed usage) is read from the plan's team report (`teams[].entitlement`, four
-decimals) and not derived again; the verifier checks the utility, and that the teams in it hold what
-the plan says. Derived only where no team has running work, nothing is preempted and every pod takes
-whole GPUs (`simple_teams`): there a team that places nothing holds nothing. One unit per quantum filled.
+decimals) and not derived again: the term may take each value the entitlements' rounding leaves open
+(`segment_choices`). The model gives segments only to teams with a variable, so a team holding running
+work that places nothing may count or not (`may_hold_segments`). Derived where every pending pod takes
+whole GPUs (`whole_gpu_work`); each quantum's coefficient in model units (`Tally`).
 """
 
 from __future__ import annotations
 
 import math
 
-from placement.verify.context import Context, Expected, Tally
+from placement.verify.context import SCALE, SUMMED, Context, Expected, Tally
 from placement.verify.priority import pod_values, tiers
-from placement.verify.quota import GPUS, Scope, mig_fraction, running_pod_gpus, team_gpus
+from placement.verify.quota import GPUS, Scope, assigned_gpus, mig_fraction, running_pod_gpus, team_gpus
 
 MAX_AGE_DAYS = 30.0
 SLOPES = (1.0, 0.75, 0.5, 0.25)
@@ -66,12 +67,12 @@ def quantum(ctx: Context) -> int:
     return max(step, QUANTUM)
 
 
-def simple_teams(ctx: Context) -> bool:
-    """Is the request one whose team terms the verifier derives: no running job of a team, no preemption, only
-    whole-GPU pods? (Running holdings, evictions and the planner's device picks enter the team totals in ways
-    the verifier does not rebuild; elsewhere these terms are not checked.)"""
-    return (not any(rj.team for rj in ctx.request.cluster.running) and not ctx.plan.preemptions
-            and all(t.mig_profile is None and t.gpu_share is None for j in ctx.request.jobs for t in j.tasks))
+def whole_gpu_work(ctx: Context) -> bool:
+    """Does every pending task take whole GPUs (or none)? Only then are the team terms derived: a MIG or shared
+    pod's part of a GPU follows the planner's device picks, which the verifier does not rebuild; so do the MIG
+    twins the usage stage offers a `right_size` job (placement.rightsize)."""
+    return all(not j.right_size and all(t.mig_profile is None and t.gpu_share is None for t in j.tasks)
+               for j in ctx.request.jobs)
 
 
 def segments(entitlement: float) -> list[int]:
@@ -81,34 +82,70 @@ def segments(entitlement: float) -> list[int]:
 
 #: Half a unit of the fourth decimal, to which the plan rounds each team's entitlement.
 ENTITLEMENT_ROUNDING = 5e-5
+#: Most distinct values the fairness term is checked against; beyond, their range.
+MAX_VALUES = 256
+
+
+def segment_choices(entitlement: float, per_quantum: float) -> list[list[int]]:
+    """The segment widths an entitlement reported to four decimals may stand for: the planner's exact share lies
+    within half a unit of the last decimal, and a breakpoint round(E·k/4) may fall on either side within it."""
+    low, high = max(0.0, entitlement - ENTITLEMENT_ROUNDING), entitlement + ENTITLEMENT_ROUNDING
+    points = [low, high, entitlement]
+    for k in range(1, len(SLOPES) + 1):
+        scale = k / len(SLOPES) / per_quantum
+        for m in range(math.floor(low * scale - 0.5), math.ceil(high * scale + 0.5) + 1):
+            tie = (m + 0.5) / scale  # the entitlement at which breakpoint k sits on a half
+            if low <= tie <= high:
+                points += [max(low, math.nextafter(tie, -math.inf)), tie, min(high, math.nextafter(tie, math.inf))]
+    out: list[list[int]] = []
+    for e in points:
+        widths = segments(e / per_quantum)
+        if widths not in out:
+            out.append(widths)
+    return out
+
+
+def may_hold_segments(ctx: Context, team: str) -> bool:
+    """May the planner's model have given `team` fair-share segments though the plan places none of its pods?
+    It gives them to every team with a variable: a pending GPU task with a candidate node, or a running job it
+    may evict; the verifier cannot tell which pending jobs kept a candidate (screened, interchangeable ones)."""
+    return any(j.team == team and any(t.gpus > 0 or t.mig_profile is not None or t.gpu_share is not None
+                                      for t in j.tasks) for j in ctx.request.jobs) or (
+        ctx.request.may_preempt and any(rj.team == team and rj.preemptible for rj in ctx.request.cluster.running))
 
 
 def check_fairness_term(ctx: Context) -> list[Expected] | None:
+    """`fairness` (module docstring): each team's GPU-equivalents after the plan, in quanta, fill its segments,
+    each quantum's coefficient in model units (`Tally`). Teams the plan places pods for count; a team holding
+    running work that places nothing counts or not (`may_hold_segments`); the values the entitlements' rounding
+    and those teams leave open are each a value the term may take."""
     weight = ctx.request.policy.weights.fairness
     if not ctx.request.teams or weight == 0:
         return [Expected.exact(0.0)]
-    if simple_teams(ctx) is False:
+    if not whole_gpu_work(ctx):
         return None
     step = quantum(ctx)
     per_quantum = step / MILLI
     everywhere = Scope("cluster", set(ctx.nodes), {}, {}, {}, GPUS)
     _, after = team_gpus(ctx, everywhere)
     entitled = {t.team: t.entitlement for t in ctx.plan.teams}
-    movable = {r.job.team for r in ctx.resolved}  # with no running team work, a team placing nothing holds 0
-    # The plan reports entitlements to four decimals; the planner's exact share may sit on the other side of a
-    # quantum boundary, so the term is bounded by the entitlements half a unit of the last decimal either way.
-    totals, units = [], 0
-    for slack in (-ENTITLEMENT_ROUNDING, ENTITLEMENT_ROUNDING):
-        total, units = 0.0, 0
-        for team in ctx.request.teams:
-            if team.name not in movable or team.name not in entitled:
-                continue
-            widths = segments(max(0.0, entitled[team.name] + slack) / per_quantum)
-            held = round(after.get(team.name, 0.0) * MILLI) // step
+    placing = {r.job.team for r in ctx.resolved if assigned_gpus(r) > 0}  # CPU-only pods are no variable
+    sums: dict[int, int] = {0: 0}  # model units -> unsure units
+    for team in ctx.request.teams:
+        held = round(after.get(team.name, 0.0) * MILLI) // step
+        if team.name not in entitled or not held:
+            continue
+        if team.name not in placing and not may_hold_segments(ctx, team.name):
+            continue
+        options: dict[int, int] = {} if team.name in placing else {0: 0}
+        for widths in segment_choices(entitled[team.name], per_quantum):
+            left, tally = held, Tally()
             for slope, width in zip(SLOPES, widths, strict=True):
-                take = max(0, min(width, held))
-                held -= take
-                total += weight * slope * per_quantum * take
-                units += take
-        totals.append(total)
-    return [Expected(min(totals), max(totals), units)]
+                take = max(0, min(width, left))
+                left -= take
+                tally.add(slope * per_quantum, take, weight)
+            options[tally.units] = max(options.get(tally.units, 0), tally.unsure)
+        sums = {a + b: max(sums.get(a + b, 0), u + v) for a, u in sums.items() for b, v in options.items()}
+        if len(sums) > MAX_VALUES:  # too many combinations to list: their range
+            return [Expected(min(sums) / SCALE, max(sums) / SCALE, 2 * max(sums.values()), SUMMED)]
+    return [Expected(units / SCALE, units / SCALE, 2 * unsure, SUMMED) for units, unsure in sorted(sums.items())]

@@ -9,7 +9,7 @@ MIG layouts may change and no running pod holds an instance on them, at least on
 plan adds is one.
 
 **Partial charges.** Where MIG layouts may change, a whole free node that gets a MIG pod or a new layout
-(a `mig_changes` entry) pays once for that; where GPUs may become shared, one whose GPU the plan shares
+(a `mig_changes` entry that enables MIG) pays once for that; where GPUs may become shared, one whose GPU the plan shares
 (a `sharing_changes` entry) pays once for that, whole-GPU pods there or not. The charge is the weight, but
 at most half of what the smallest pod of that kind that could go there earns (its class weight ×
 GPU-equivalents × weights.priority) net of the change it also pays (weights.mig_reconfigure or
@@ -48,7 +48,7 @@ def check_fragmentation_term(ctx: Context) -> list[Expected] | None:
     broken: list[tuple[str, bool]] = []  # (node, MIG?) broken by partial-GPU pods or changes
     if policy.allow_mig_changes:
         mig = {r.node.name for r in ctx.resolved if r.task.mig_profile is not None}
-        mig |= {c.node for c in ctx.plan.mig_changes}
+        mig |= {c.node for c in ctx.plan.mig_changes if c.mig_enabled}  # a GPU made whole again breaks nothing
         broken += [(n, True) for n in sorted(mig & free)]
     if policy.allow_sharing_changes and policy.max_sharing_changes != 0:
         shared = {c.node for c in ctx.plan.sharing_changes if c.node in ctx.nodes

@@ -5,14 +5,16 @@ the request's order), each counted while the team, with its kept running work an
 far, stays within its nominal in every GPU scope the job touches (placement.verify.quota's scopes). A
 counted job earns its class's within-nominal bonus (placement.verify.priority) × weights.priority per
 GPU-equivalent it places, floored to the fair-share quantum (placement.verify.fairness) for jobs whose
-GPUs are not fixed (elastic, MIG, shares). One model unit per job and per quantum it counts. Derived only
-where placement.verify.fairness's `simple_teams` holds.
+GPUs are not fixed (elastic, MIG, shares): a rigid job's flag weighs its whole GPUs at once, an elastic job's
+credit one quantum a unit, each coefficient in model units (`Tally`). The planner counts the same way from
+the plan it returns, with the team's kept running work (preempted jobs gone). Derived where every pending
+pod takes whole GPUs (placement.verify.fairness's `whole_gpu_work`).
 """
 
 from __future__ import annotations
 
-from placement.verify.context import Context, Expected
-from placement.verify.fairness import MILLI, quantum, simple_teams
+from placement.verify.context import Context, Expected, Tally
+from placement.verify.fairness import MILLI, quantum, whole_gpu_work
 from placement.verify.priority import nominal_teams, tiers
 from placement.verify.quota import assigned_gpus, quota_scopes, team_gpus
 
@@ -24,7 +26,7 @@ def check_quota_term(ctx: Context) -> list[Expected] | None:
     found = tiers(ctx)
     if not holders or not weight:
         return [Expected.exact(0.0)]
-    if found is None or not simple_teams(ctx):
+    if found is None or not whole_gpu_work(ctx):
         return None
     step = quantum(ctx)
     scopes = quota_scopes(ctx)
@@ -51,7 +53,7 @@ def check_quota_term(ctx: Context) -> list[Expected] | None:
     for tier in found:
         order = {job.name: i for i, job in enumerate(tier.jobs)}
         left = [dict(r) for r in room]
-        value, units = 0.0, 0
+        value = Tally()
         for job in sorted((j for j in tier.jobs if j.name in total), key=lambda j: (-j.priority, order[j.name])):
             if job.team not in holders or tier.bonus.get(job.priority, 0.0) <= 0 or total[job.name] <= 0:
                 continue
@@ -59,8 +61,10 @@ def check_quota_term(ctx: Context) -> list[Expected] | None:
             if all(left[s][job.team] + 1e-6 >= m for s, m in enumerate(row) if m > 0):
                 for s, m in enumerate(row):
                     left[s][job.team] -= m
-                counted = round(total[job.name]) // step * step
-                value += tier.bonus[job.priority] * weight * counted / MILLI
-                units += 1 + counted // step
-        out.append(Expected.exact(value, units))
+                each = tier.bonus[job.priority] * weight / MILLI
+                if job.elastic:
+                    value.add(each * step, round(total[job.name]) // step)
+                else:  # rigid: its whole GPUs, placed whole
+                    value.add(each * round(total[job.name]))
+        out.append(value.expected())
     return out
