@@ -163,10 +163,27 @@ def test_running_shares_over_the_instance_memory_name_the_field() -> None:
         in str(info.value)
 
 
-def test_a_pending_share_with_no_instance_left_says_why() -> None:
+def test_a_pending_share_with_no_replica_left_says_re_partitioning_would_place_it() -> None:
     result = _planned(_with_share(0.5, 2))
     (pending,) = result.pending
-    assert pending.constraint in ("mig", "gang_size") and "1g.10gb" in pending.reason
+    assert pending.constraint == "mig", pending
+    assert "0.5 of a shared MIG 1g.10gb instance" in pending.reason
+    assert "fits if policy.allow_mig_changes were on" in pending.reason
+
+
+def test_a_share_on_a_node_without_shared_instances_names_the_filter_and_the_policy() -> None:
+    request = _with_share(0.5, 1)
+    request["cluster"]["running"] = []
+    request["cluster"]["nodes"][0]["mig"]["0"][0].pop("sharing")
+    (pending,) = _planned(request).pending
+    assert pending.constraint == "mig"
+    assert "no shared MIG 1g.10gb instance has 0.5 of the instance" in pending.reason
+    assert "re-partitioning is off (policy.allow_mig_changes)" in pending.reason
+    request["policy"]["allow_mig_changes"] = True  # 1/16 of a GPU does not pay the re-partition's 0.1
+    (pending,) = _planned(request).pending
+    assert pending.constraint == "objective", pending
+    request["policy"]["weights"] = {"mig_reconfigure": 0.01}
+    assert _slots(_planned(request)) == [(0, 0, 0.5)]  # a free instance shared (the lowest start)
 
 
 # --------------------------------------------------------------------------------------------
@@ -184,8 +201,8 @@ def _cases(draw: st.DrawFn) -> dict[str, Any]:
         if draw(st.booleans()):
             p = draw(st.sampled_from(profiles[:2]))
             starts = [0, 2] if p.startswith("2g") else [0, 1, 2]
-            mig["0"] = [{"profile": p, "start": s, **({"sharing": {"mode": draw(st.sampled_from(["mps", "time-slicing"])),
-                                                                    "replicas": draw(st.integers(1, 4))}}
+            mode = draw(st.sampled_from(["mps", "time-slicing"]))
+            mig["0"] = [{"profile": p, "start": s, **({"sharing": {"mode": mode, "replicas": draw(st.integers(1, 4))}}
                                                        if draw(st.booleans()) else {})} for s in starts]
             for i in mig["0"]:
                 if "sharing" in i and draw(st.booleans()):

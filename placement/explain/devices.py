@@ -1,5 +1,5 @@
-"""Pending reasons for MIG and shared pods: which device filter emptied a task's nodes, and whether
-sharing idle GPUs would have helped."""
+"""Pending reasons for MIG and shared pods (and pods sharing a MIG instance): which device filter emptied a
+task's nodes, and whether sharing idle GPUs would have helped."""
 
 from __future__ import annotations
 
@@ -48,6 +48,14 @@ def filter_reason(problem: Problem, task: TaskInfo, stage: str) -> str:
         models = sorted({view.models[n] or "" for n in range(problem.n_nodes) if view.mig[n]})
         return (f"every {'/'.join(models) or 'MIG GPU'} with room has running instances at the memory slices a "
                 f"{wanted} needs, and no idle GPU is left to partition")
+    if stage == "instance_share_room":
+        memory = f" and {spec.gpu_memory_gib:g} GiB" if spec.gpu_memory_gib is not None else ""
+        text = (f"no shared MIG {spec.mig_profile} instance has {spec.gpu_share:g} of the instance{memory} and a "
+                f"replica free for task '{spec.name}'")
+        if view.changes:
+            return text + ", nor could a re-partition make one"
+        return text + ("; re-partitioning is off (policy.allow_mig_changes), so no free instance is shared and no "
+                       "new one made")
     if stage == "shared_gpus":
         return (f"no matching node has a shared (time-slicing/MPS) GPU for task '{spec.name}'"
                 + (" nor an idle GPU to share" if view.sharing_changes else "") + sharing_hint(problem, task))

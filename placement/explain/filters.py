@@ -20,9 +20,11 @@ def demand_text(task: TaskInfo) -> str:
     parts = []
     if spec.gpus:
         parts.append(f"{spec.gpus} GPU" + ("s" if spec.gpus != 1 else ""))
-    if spec.mig_profile is not None:
+    if spec.mig_profile is not None and spec.gpu_share is not None:
+        parts.append(f"{spec.gpu_share:g} of a shared MIG {spec.mig_profile} instance")
+    elif spec.mig_profile is not None:
         parts.append(f"MIG {spec.mig_profile}" + (f" ≥ {spec.gpu_memory_gib:g} GiB" if spec.mig_auto else ""))
-    if spec.gpu_share is not None:
+    elif spec.gpu_share is not None:
         parts.append(f"{spec.gpu_share:g} of a shared GPU")
     if spec.cpu:
         parts.append(f"{spec.cpu:g} CPU")
@@ -93,13 +95,14 @@ def room_text(problem: Problem, task: TaskInfo) -> str:
 
 def _device_constraint(problem: Problem, task: TaskInfo, stage: str) -> str:
     """`mig` / `sharing` when allowing re-partitioning / sharing changes (or another profile) would give the
-    task's minimum of pods room; `gang_size` when running pods hold the devices it needs whatever the policy."""
+    task's minimum of pods room; `gang_size` when running pods hold the devices it needs whatever the policy.
+    A share of a MIG instance gets new shared instances only from re-partitioning: `mig`."""
     view = problem.device_view()
     if stage == "mig_profile":
         return "mig"
     nodes = task.eligible if task.eligible is not None else np.zeros(0, dtype=np.int64)
     nodes = nodes[np.all(problem.free[nodes, 1:] >= task.demand[1:], axis=1)]
-    if stage == "mig_room":
+    if stage in ("mig_room", "instance_share_room"):
         if view.changes:
             return "gang_size"
         _, room, _ = devices.room(task.spec, replace(view, changes=True), nodes)
@@ -108,7 +111,7 @@ def _device_constraint(problem: Problem, task: TaskInfo, stage: str) -> str:
     else:
         _, room, _ = devices.room(task.spec, replace(view, sharing_changes=True, max_sharing_changes=None), nodes)
     need = max(problem.jobs[task.job].task_minimum(task.spec), 1)
-    kind = "mig" if stage == "mig_room" else "sharing"
+    kind = "mig" if stage in ("mig_room", "instance_share_room") else "sharing"
     return kind if int(room.sum()) >= need else "gang_size"
 
 

@@ -278,11 +278,16 @@ def _short(problem: Problem, j: int, gang: str, placement: Placement, usage: np.
 
 def _capped(problem: Problem, j: int) -> tuple[str, str] | None:
     """("mig", "; fits if policy.max_mig_changes (0) allowed more ...") when a cap on device changes is what
-    keeps job j from fitting alone (making an idle MIG GPU whole is a change too), or the same for sharing."""
+    keeps job j from fitting alone (making an idle MIG GPU whole is a change too), or the same for sharing; for
+    pods sharing a MIG instance, also re-partitioning itself (it alone makes new shared instances)."""
     view = problem.devices
     if view is None or not problem.needs_device_ledger():
         return None
     policy = problem.request.policy
+    if not view.changes and any(devices.is_instance_share(problem.tasks[t].spec) for t in problem.job_tasks[j]) \
+            and _fits(replace(problem, devices=replace(view, changes=True)), j, _alone_room(problem, j)):
+        return "mig", ("; fits if policy.allow_mig_changes were on (free MIG instances shared, or new ones made, "
+                       "with policy.sharing_default)")
     for name, field, uncapped in (("mig", "max_mig_changes", {"max_changes": None}),
                                   ("sharing", "max_sharing_changes", {"max_sharing_changes": None})):
         if getattr(policy, field) is not None and _fits(replace(problem, devices=replace(view, **uncapped)), j,

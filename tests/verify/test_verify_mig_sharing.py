@@ -129,3 +129,49 @@ def test_a_task_shares_a_named_instance_never_auto() -> None:
     with pytest.raises(ValidationError, match="names the instance's profile"):
         PlacementRequest.model_validate({**REQUEST, "jobs": [{"name": "a", "tasks": [
             {"name": "t", "mig_profile": "auto", "gpu_memory_gib": 5, "gpu_share": 0.5}]}]})
+
+
+def _reshare(sharing: dict[str, Any] | None, running_whole: bool = False) -> Callable[[dict[str, Any], dict[str, Any]],
+                                                                                         None]:
+    """The plan makes free instance 1g.10gb@1 shared (a MIG change that keeps the layout) and puts job w's share
+    there; `running_whole`: a running pod holds that instance whole."""
+
+    def mutate(r: dict[str, Any], p: dict[str, Any]) -> None:
+        r["policy"] = {"allow_mig_changes": True}
+        r["jobs"][1]["tasks"][0]["gpu_share"] = 0.5
+        p["assignments"][2]["gpu_share"] = 0.5
+        layout = [{"profile": "1g.10gb", "start": 0, "sharing": SHARED}, {"profile": "1g.10gb", "start": 1}]
+        if sharing is not None:
+            layout[1]["sharing"] = sharing
+        p["mig_changes"] = [{"node": "n1", "gpu": 0, "layout": layout}]
+        if running_whole:
+            r["cluster"]["running"].append({"job": "h", "pods": [{"task": "t", "node": "n1", "mig": {
+                "gpu": 0, "profile": "1g.10gb", "start": 1}}]})
+            r["jobs"] = r["jobs"][:1]
+            p["assignments"] = p["assignments"][:2]
+
+    return mutate
+
+
+def test_an_instance_the_plan_shares_gets_the_policy_default() -> None:
+    assert _mig(_check(_reshare({"mode": "time-slicing", "replicas": 8}))) == []  # policy.sharing_default
+    found = _mig(_check(_reshare({"mode": "mps", "replicas": 3})))
+    assert any("is made shared as mps with 3 replicas; policy.sharing_default says time-slicing with 8" in v
+               for v in found), found
+
+
+def test_an_instance_a_running_pod_holds_whole_never_becomes_shared() -> None:
+    found = _mig(_check(_reshare({"mode": "time-slicing", "replicas": 8}, running_whole=True)))
+    assert any("is held whole by running job h and cannot become shared" in v for v in found), found
+
+
+def test_a_declared_shared_instance_keeps_its_setting() -> None:
+    def retune(r: dict[str, Any], p: dict[str, Any]) -> None:
+        r["policy"] = {"allow_mig_changes": True}
+        p["mig_changes"] = [{"node": "n1", "gpu": 0, "layout": [
+            {"profile": "1g.10gb", "start": 0, "sharing": {"mode": "time-slicing", "replicas": 8}},
+            {"profile": "1g.10gb", "start": 1}]}]
+
+    found = _mig(_check(retune))
+    assert any("is shared as time-slicing with 4 replicas; the plan gives it time-slicing with 8" in v
+               for v in found), found
