@@ -11,6 +11,12 @@ selector and tolerations admit, the way the kubelet would satisfy it there:
   so the share never overcommits a GPU);
 * only strategy-single nodes: one MIG instance of their profile.
 
+A MIG request (`nvidia.com/mig-<profile>`, or `nvidia.com/gpu` on strategy-single nodes) is read the
+same way against the nodes offering that profile: where the device plugin shares their instances
+(time-slicing or MPS on MIG), `N` devices are a share N/replicas of one instance (the fewest replicas
+among them); where it does not, one whole instance; where nodes of both kinds offer it, the whole
+instance, with a warning (the shared nodes are not used). The renamed `...shared` resource is a share.
+
 When the pod's nodes mix kinds, the whole-GPU reading wins (a shared or MIG GPU cannot hold a
 whole-GPU task, so those nodes are simply not used) and a warning says so. `nvidia.com/gpu.shared`
 (the renamed resource) and KAI's `gpu-memory`-only requests are resolved here too: their share
@@ -24,6 +30,7 @@ from collections import Counter
 from fractions import Fraction
 
 from placement import catalog
+from placement.catalog import normalize_profile
 from placement.kube.nodes import GPU, GPU_SHARED, NodeInfo
 from placement.kube.objects import KubeError, Problem, Warnings
 from placement.kube.pods import Shape
@@ -64,11 +71,13 @@ def kind_of(node: NodeInfo) -> str | None:
 
 def resolve(shape: Shape, nodes: list[NodeInfo], where: str, warnings: Warnings) -> Shape:
     """The shape with its GPU request in the kind the pod's nodes give it."""
+    mine = [n for n in nodes if n.gpus and admits(shape, n)]
+    if shape.mig_profile and shape.gpu_share is None:  # nvidia.com/mig-<profile>: offered under strategy mixed
+        return _mig_kind(shape, [n for n in mine if n.strategy != "single"], where, warnings)
     if not (shape.gpus or shape.shared_replicas or (shape.gpu_memory is not None and shape.gpu_share is None)):
         return shape
     if shape.mig_profile or shape.gpu_share is not None:
         return shape
-    mine = [n for n in nodes if n.gpus and admits(shape, n)]
     if shape.shared_replicas:
         shared = [n for n in mine if n.sharing is not None]
         return _as_share(shape, shape.shared_replicas, shared, where, GPU_SHARED, warnings)
@@ -91,7 +100,7 @@ def resolve(shape: Shape, nodes: list[NodeInfo], where: str, warnings: Warnings)
             warnings.add(where, _FIELD, f"{GPU}: the pod's nodes offer both shared replicas and MIG devices: "
                          "imported as a shared replica (the MIG single-strategy nodes are not used)")
         return _as_share(shape, shape.gpus, kinds["shared"], where, GPU, warnings)
-    return _as_mig(shape, kinds["single"], where, warnings)
+    return _mig_kind(_as_mig(shape, kinds["single"], where, warnings), kinds["single"], where, warnings)
 
 
 _MEANING = {"shared": "shared replica", "single": "MIG instance"}
@@ -116,15 +125,52 @@ def _as_share(shape: Shape, count: int, nodes: list[NodeInfo], where: str, resou
 
 
 def _as_mig(shape: Shape, nodes: list[NodeInfo], where: str, warnings: Warnings) -> Shape:
-    if shape.gpus > 1:
-        _fail(where, f"{GPU}: {shape.gpus} MIG devices (the pod's nodes use MIG strategy single): placement/v1 "
-              "gives a pod one MIG instance")
     profiles = Counter(n.mig[next(iter(n.mig))][0][0] for n in nodes)
     profile, _ = profiles.most_common(1)[0]
     if len(profiles) > 1:
         warnings.add(where, _FIELD, f"{GPU}: the pod's MIG single-strategy nodes offer profiles "
                      f"{', '.join(sorted(profiles))}: imported as {profile} (select a product to choose)")
-    return dataclasses.replace(shape, gpus=0, mig_profile=profile)
+    return dataclasses.replace(shape, gpus=0, mig_profile=profile, mig_count=shape.gpus)
+
+
+def _mig_kind(shape: Shape, nodes: list[NodeInfo], where: str, warnings: Warnings) -> Shape:
+    """A MIG request read against the pod's nodes that offer its resource and profile (module docstring): a
+    whole instance, or a share of a shared one."""
+    profile = normalize_profile(shape.mig_profile or "")
+    count = shape.mig_count or 1
+    offering = [n for n in nodes
+                if any(normalize_profile(p) == profile for layout in n.mig.values() for p, _ in layout)]
+    shared = [n for n in offering if n.mig_ways(profile) is not None]
+    whole = [n for n in offering if n.mig_ways(profile) is None]
+    if shape.mig_shared or (shared and not whole):
+        return _as_instance_share(shape, count, shared, where, warnings)
+    if shared:
+        warnings.add(where, _FIELD, f"MIG {shape.mig_profile}: the pod's nodes offer it whole and shared (time-slicing "
+                     "or MPS on MIG): imported as a whole instance (the nodes sharing it are not used)")
+    if count > 1:
+        _fail(where, f"MIG {shape.mig_profile}: {count} devices of one profile: placement/v1 gives a pod one MIG "
+              "instance, or a share of one where the device plugin shares them")
+    return shape
+
+
+def _as_instance_share(shape: Shape, count: int, nodes: list[NodeInfo], where: str, warnings: Warnings) -> Shape:
+    """`count` replicas of a shared MIG device: count/replicas of one instance (the fewest replicas among the
+    nodes, so the share never overcommits an instance); with no such node it waits, as in Kubernetes."""
+    profile = normalize_profile(shape.mig_profile or "")
+    if not nodes:
+        return dataclasses.replace(shape, gpu_share=Fraction(1))
+    replicas = sorted({ways[1] for n in nodes if (ways := n.mig_ways(profile)) is not None})
+    fewest = replicas[0]
+    if count > fewest:
+        _fail(where, f"MIG {shape.mig_profile}: {count} replicas of an instance shared {fewest} ways: placement/v1 "
+              "gives a pod a share of one instance")
+    if len(replicas) > 1:
+        warnings.add(where, _FIELD, f"MIG {shape.mig_profile}: the pod's nodes share its instances "
+                     f"{', '.join(map(str, replicas))} ways: imported as {count}/{fewest} of an instance everywhere")
+    if count > 1:
+        warnings.add(where, _FIELD, f"MIG {shape.mig_profile}: {count} replicas are imported as {count}/{fewest} of "
+                     "one instance (the device plugin may spread them over several)")
+    return dataclasses.replace(shape, gpu_share=Fraction(count, fewest))
 
 
 def _memory_share(shape: Shape, nodes: list[NodeInfo], where: str, warnings: Warnings) -> Shape:

@@ -97,7 +97,9 @@ def _devices(a: Assignment) -> dict[str, str]:
         out[f"{ANNOTATION}/gpus"] = ",".join(map(str, a.gpus))
     if a.mig is not None:
         out[f"{ANNOTATION}/mig"] = f"gpu={a.mig.gpu},profile={a.mig.profile},start={a.mig.start}"
-    if a.gpu_share is not None:
+    if a.gpu_share is not None and a.mig is not None:  # a share of a shared MIG instance
+        out[f"{ANNOTATION}/gpu-share"] = f"mig={a.mig.gpu}/{a.mig.start},share={a.gpu_share:g}"
+    elif a.gpu_share is not None:
         out[f"{ANNOTATION}/gpu-share"] = f"gpu={a.gpus[0]},share={a.gpu_share:g}"
     return out
 
@@ -273,6 +275,8 @@ def table(request: PlacementRequest, plan: Plan, origins: Origins, notes: list[s
 
 
 def _device_text(a: Assignment) -> str:
+    if a.mig is not None and a.gpu_share is not None:
+        return f"{a.gpu_share:g} of MIG {a.mig.profile} on GPU {a.mig.gpu} (slot {a.mig.start}, shared)"
     if a.mig is not None:
         return f"MIG {a.mig.profile} on GPU {a.mig.gpu} (slot {a.mig.start})"
     if a.gpu_share is not None:
@@ -285,9 +289,13 @@ def _device_text(a: Assignment) -> str:
 def _notes(plan: Plan) -> list[str]:
     notes = []
     for c in plan.mig_changes:
-        layout = ", ".join(f"{i.profile}@{i.start}" for i in c.layout) if c.mig_enabled else "MIG off"
+        layout = ", ".join(f"{i.profile}@{i.start}" + (f" shared ({i.sharing.mode}, {i.sharing.replicas} replicas)"
+                                                         if i.sharing is not None else "")
+                           for i in c.layout) if c.mig_enabled else "MIG off"
+        shared = any(i.sharing is not None for i in c.layout)
         notes.append(f"re-partition node {c.node} GPU {c.gpu} to [{layout}] before binding (mig-parted / MIG "
-                     "manager: no Kubernetes object here)")
+                     "manager" + (", and the device plugin's sharing config for the shared instances" if shared
+                                  else "") + ": no Kubernetes object here)")
     for s in plan.sharing_changes:
         notes.append(f"share node {s.node} GPU {s.gpu} ({s.mode}, {s.replicas} replicas) before binding its "
                      "gpu_share pods (device plugin or HAMi/KAI sharing config: no Kubernetes object here)")

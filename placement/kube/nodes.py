@@ -15,16 +15,14 @@ What Kubernetes says about a node's GPUs (docs/hardware.md §4, §6):
   instances of each profile a node offers; the exact slots only matter for re-partitioning.
 * Time-slicing and MPS: `nvidia.com/gpu.replicas` and `nvidia.com/gpu.sharing-strategy` make every
   GPU of the node a shared GPU (node.sharing) with that many replicas.
-* Sharing on MIG devices (the device plugin's time-slicing or MPS on MIG resources: GFD's `-SHARED`
-  MIG products with `nvidia.com/gpu.replicas` under strategy single, or `nvidia.com/gpu.shared`; under
-  strategy mixed `nvidia.com/mig-<profile>.shared` resources with `renameByDefault`, else
-  `nvidia.com/mig-<profile>` with a `nvidia.com/mig-<profile>.replicas` label above 1): each instance is
-  offered as N replicas, N pods taking 1/N of it each. placement/v1 cannot express that: a GPU is
-  MIG-partitioned or shared, never both (models: Node.mig/sharing, Task and RunningPod take a MIG
-  instance or a GPU share), and modelling a share of an instance would touch the request, the solver's
-  MIG and sharing constraints, the decoder and the verifier. Reading each instance as unshared would
-  plan N times fewer pods there than Kubernetes runs, and could not place the running pods that share
-  one, so such a node is refused, naming the field that shares its MIG devices (`refuse_shared_mig`).
+* Sharing on MIG devices (the device plugin's `sharing.timeSlicing` or `sharing.mps` on MIG resources,
+  GKE's time-sharing on MIG): under strategy single GFD's `-SHARED` MIG product with
+  `nvidia.com/gpu.replicas` (or the renamed `nvidia.com/gpu.shared`); under strategy mixed
+  `nvidia.com/mig-<profile>` with a `nvidia.com/mig-<profile>.replicas` label above 1, or the renamed
+  `nvidia.com/mig-<profile>.shared` (`renameByDefault`). Each instance is offered `replicas` times, so
+  the node offers instances × replicas: the instances are the offer divided by the replicas, and each
+  becomes a shared MIG instance of the layout (`MigInstance.sharing`, mode from the
+  `sharing-strategy` label) that pods share (placement.kube.demand reads their requests as shares).
 * `nvidia.com/gpu.clique` (multi-node NVLink, GB200 NVL72) is the node's nvlink_domain.
 * What a pod's `nvidia.com/gpu` means on these nodes is placement.kube.demand's.
 """
@@ -35,7 +33,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, NoReturn
+from typing import Any
 
 from placement import catalog, devices
 from placement.catalog import MigGeometry, MigProfile
@@ -89,11 +87,18 @@ class NodeInfo:
     gpus: int = 0
     mig: dict[int, list[Instance]] = field(default_factory=dict)
     sharing: tuple[str, int] | None = None  # (mode, replicas) of every GPU
+    #: MIG profile (the catalog's name) -> (mode, replicas): the device plugin shares every instance of it
+    mig_sharing: dict[str, tuple[str, int]] = field(default_factory=dict)
     unhealthy: list[int] = field(default_factory=list)
     strategy: str = "none"
     pool_base: str | None = None
     capacity_type: str = "on-demand"
     pool: str = "on-demand"
+
+    def mig_ways(self, profile: str) -> tuple[str, int] | None:
+        """(mode, replicas) when the device plugin shares this node's instances of `profile`, else None."""
+        key = catalog.normalize_profile(profile)
+        return next((ways for p, ways in self.mig_sharing.items() if catalog.normalize_profile(p) == key), None)
 
     @property
     def hostname(self) -> str:
@@ -112,7 +117,10 @@ class NodeInfo:
         if self.gpu_model:
             out["gpu_model"] = self.gpu_model
         if self.mig:
-            out["mig"] = {g: [{"profile": p, "start": s} for p, s in layout] for g, layout in sorted(self.mig.items())}
+            out["mig"] = {g: [{"profile": p, "start": s, **({"sharing": {"mode": self.mig_sharing[p][0],
+                                                                        "replicas": self.mig_sharing[p][1]}}
+                                                           if p in self.mig_sharing else {})} for p, s in layout]
+                          for g, layout in sorted(self.mig.items())}
         if self.sharing:
             mode, replicas = self.sharing
             out["sharing"] = {g: {"mode": mode, "replicas": replicas} for g in range(self.gpus)
@@ -190,16 +198,16 @@ def _gpus(info: NodeInfo, status: View, allocatable: dict[str, Fraction], capaci
     whole = _whole(alloc, allocatable.get(GPU, Fraction(0)), GPU)
     shared = _whole(alloc, allocatable.get(GPU_SHARED, Fraction(0)), GPU_SHARED)
     mig_counts: dict[str, int] = {}
+    mig_sharing: dict[str, tuple[str, int]] = {}  # by the resource's profile name
     for name, q in allocatable.items():
         if name.startswith(MIG_PREFIX) and _whole(alloc, q, name) > 0:
             profile = shared_profile(name[len(MIG_PREFIX):])
-            if profile != name[len(MIG_PREFIX):]:  # renamed by the device plugin: a shared MIG device
-                refuse_shared_mig(info, f"status.allocatable.{name}", _mig_replicas(info, name, profile))
-            label = next((k for k in (f"{name}.replicas", f"{MIG_PREFIX}{profile}.replicas")
-                          if (_label_int(info, k) or 1) > 1), None)
-            if label is not None:
-                refuse_shared_mig(info, f"metadata.labels.{label}", _label_int(info, label))
-            mig_counts[profile] = mig_counts.get(profile, 0) + _whole(alloc, q, name)
+            offered = _whole(alloc, q, name)
+            ways = _mig_ways(info, name, profile, renamed=profile != name[len(MIG_PREFIX):])
+            if ways is not None:  # time-slicing/MPS on these MIG devices: each offered `replicas` times
+                offered = _instances(info, f"status.allocatable.{name}", offered, ways[1])
+                mig_sharing[profile] = ways
+            mig_counts[profile] = mig_counts.get(profile, 0) + offered
     product = labels.get(PRODUCT)
     if not (whole or shared or mig_counts):
         if product and (_label_int(info, COUNT) or 0) > 0:
@@ -221,15 +229,18 @@ def _gpus(info: NodeInfo, status: View, allocatable: dict[str, Fraction], capaci
     count = _label_int(info, COUNT)
     sharing = _sharing(info)
     if info.strategy == "single" and "-MIG-" in product.upper():
+        offered = whole or shared
+        if sharing is None and (shared or shared_profile(product) != product):
+            sharing = _single_ways(info, product, offered, count)
         if sharing is not None:  # the device plugin offers each MIG device `replicas` times
-            refuse_shared_mig(info, f"metadata.labels.{REPLICAS}", sharing[1])
-        if shared:
-            refuse_shared_mig(info, f"status.allocatable.{GPU_SHARED}", None)
-        if shared_profile(product) != product:
-            refuse_shared_mig(info, f"metadata.labels.{PRODUCT}", None)
-        _single(info, model.mig, product, whole, count, warnings)
+            where = f"status.allocatable.{GPU_SHARED if shared else GPU}"
+            offered = _instances(info, where, offered, sharing[1])
+        _single(info, model.mig, shared_profile(product), offered, count, warnings)
+        if sharing is not None:
+            info.mig_sharing = {layout[0][0]: sharing for layout in info.mig.values() if layout}
     elif mig_counts:  # strategy mixed in use (with no instance anywhere, missing GPUs are unhealthy ones)
         _mixed(info, model.mig, whole, mig_counts, count, warnings)
+        info.mig_sharing = {_profile(info, model.mig, p).name: ways for p, ways in mig_sharing.items()}
     elif sharing is not None:
         mode, replicas = sharing
         offered = whole or shared
@@ -242,6 +253,9 @@ def _gpus(info: NodeInfo, status: View, allocatable: dict[str, Fraction], capaci
                                                           GPU)
         info.gpus = max(physical, whole)
         info.unhealthy = list(range(whole, info.gpus))
+    for profile, (mode, replicas) in sorted(info.mig_sharing.items()):
+        warnings.add(info.obj.where, "metadata.labels", f"MIG {profile} devices shared {replicas} ways ({mode}): "
+                     f"imported as shared instances; a pod asking for one device takes 1/{replicas} of an instance")
     if info.unhealthy:
         warnings.add(info.obj.where, "status.allocatable", f"{len(info.unhealthy)} of {info.gpus} GPUs are not "
                      f"allocatable (unhealthy): imported as unhealthy GPU(s) {info.unhealthy} (Kubernetes does "
@@ -287,21 +301,49 @@ def shared_profile(name: str) -> str:
     return name
 
 
-def _mig_replicas(info: NodeInfo, name: str, profile: str) -> int | None:
-    """How many ways GFD says a MIG resource is shared (its own or its profile's replicas label, else the node's)."""
-    return (_label_int(info, f"{name}.replicas") or _label_int(info, f"{MIG_PREFIX}{profile}.replicas")
-            or _label_int(info, REPLICAS))
+def _mig_ways(info: NodeInfo, name: str, profile: str, renamed: bool) -> tuple[str, int] | None:
+    """(mode, replicas) of a MIG resource the device plugin shares, None when it does not: GFD labels the
+    profile's resource (`nvidia.com/mig-<profile>.replicas`, `.sharing-strategy`); a renamed resource
+    (`...shared`) is shared whatever its labels say, by the node's `nvidia.com/gpu.replicas` if the profile has
+    none."""
+    own = f"{MIG_PREFIX}{profile}"
+    label = next((k for k in (f"{name}.replicas", f"{own}.replicas") if (_label_int(info, k) or 1) > 1), None)
+    replicas = _label_int(info, label) if label is not None else None
+    if replicas is None and renamed:
+        replicas = _label_int(info, REPLICAS)
+        if replicas is None or replicas <= 1:
+            info.obj.view().fail(f"status.allocatable.{name}", f"a shared MIG resource, but no '{own}.replicas' "
+                                 "label says how many ways: GPU Feature Discovery publishes it (deploy GFD, or label "
+                                 "the node)")
+    if replicas is None:
+        return None
+    strategy_label = next((k for k in (f"{own}.sharing-strategy", SHARING_STRATEGY) if info.labels.get(k)
+                           and info.labels[k] != "none"), None)
+    return _mode(info, strategy_label), replicas
 
 
-def refuse_shared_mig(info: NodeInfo, field_: str, replicas: int | None) -> NoReturn:
-    """Refuse a node whose MIG devices the device plugin shares (time-slicing/MPS): see the module docstring."""
-    ways = f"{replicas} ways" if replicas and replicas > 1 else "by time-slicing or MPS"
-    info.obj.view().fail(field_, f"MIG devices shared {ways} (the device plugin's sharing on MIG instances): "
-                         "placement/v1 cannot express pods sharing one MIG instance (a pod takes a whole instance, "
-                         "or a share of an unpartitioned GPU), and reading each instance as held by one pod would "
-                         "plan fewer pods than the node runs; turn sharing off for the node's MIG resources "
-                         "(sharing.timeSlicing/mps in the device plugin's config), or leave the node out of the "
-                         "input (pods bound to it are then ignored)")
+def _single_ways(info: NodeInfo, product: str, offered: int, count: int | None) -> tuple[str, int]:
+    """Strategy single with a `-SHARED` product (or the renamed `nvidia.com/gpu.shared`) but no
+    `nvidia.com/gpu.replicas`: the replicas are the devices offered over the MIG devices GFD counts."""
+    if count and offered % count == 0 and offered // count > 1:
+        return _mode(info, SHARING_STRATEGY if info.labels.get(SHARING_STRATEGY) else None), offered // count
+    info.obj.view().fail(f"metadata.labels.{PRODUCT}", f"'{product}': MIG devices shared by time-slicing or MPS, "
+                         f"but neither '{REPLICAS}' nor '{COUNT}' says how many ways (GFD publishes both)")
+
+
+def _mode(info: NodeInfo, label: str | None) -> str:
+    mode = info.labels.get(label, "time-slicing") if label is not None else "time-slicing"
+    if mode not in ("time-slicing", "mps"):
+        info.obj.view().fail(f"metadata.labels.{label}", f"'{mode}' is not a sharing strategy (time-slicing, mps)")
+    return mode
+
+
+def _instances(info: NodeInfo, where: str, offered: int, replicas: int) -> int:
+    """MIG devices behind `offered` replicas of devices shared `replicas` ways."""
+    if offered % replicas:
+        info.obj.view().fail(where, f"{offered} devices offered is not a whole number of MIG devices shared "
+                             f"{replicas} ways")
+    return offered // replicas
 
 
 def _profile(info: NodeInfo, geo: MigGeometry | None, name: str, where: str = "status.allocatable") -> MigProfile:

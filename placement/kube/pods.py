@@ -7,18 +7,19 @@ sidecars) and (each init container plus the sidecars started before it), plus `s
 GPU requests map to the wire format's three kinds of GPU demand: `nvidia.com/gpu: N` whole GPUs,
 `nvidia.com/mig-<profile>: 1` one MIG instance, and a share of a time-sliced/MPS GPU (KAI's
 `gpu-fraction`/`gpu-memory` annotations, or the device plugin's renamed `nvidia.com/gpu.shared`).
-A pod that mixes them, or asks for two MIG instances, cannot be expressed and is an error: placing
-it as something smaller would overcommit the node. So is a pod asking for a shared MIG device by its
-renamed resource (`nvidia.com/mig-<profile>.shared`): a share of a MIG instance has no v1 form
-(placement.kube.nodes refuses the nodes that offer them, for the same reason). Scheduling rules the request cannot carry
-(pod affinity, spread constraints, host ports, other extended resources) become warnings.
+A pod that mixes them, or asks for instances of two MIG profiles, cannot be expressed and is an error:
+placing it as something smaller would overcommit the node. A MIG resource the device plugin shares
+(`nvidia.com/mig-<profile>` with replicas, or the renamed `nvidia.com/mig-<profile>.shared`) gives a
+share of one instance: the count asked is kept (`mig_count`) and placement.kube.demand reads it against
+the replicas of the pod's nodes. Scheduling rules the request cannot carry (pod affinity, spread
+constraints, host ports, other extended resources) become warnings.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, NoReturn
+from typing import Any
 
 from placement.catalog import normalize_profile
 from placement.kube.nodes import GPU, GPU_SHARED, MIG_PREFIX, quantities, shared_profile
@@ -51,6 +52,8 @@ class Shape:
     gpu_share: Fraction | None = None
     gpu_memory: Fraction | None = None  # bytes of GPU memory a shared pod may use
     shared_replicas: int = 0  # nvidia.com/gpu.shared devices: a share decided by the node's replicas
+    mig_count: int = 0  # devices of its MIG resource asked: one instance, or replicas of a shared one
+    mig_shared: bool = False  # asked by the renamed `nvidia.com/mig-<profile>.shared`: a share, whatever the nodes
     node_selector: tuple[tuple[str, str], ...] = ()
     tolerations: tuple[tuple[tuple[str, Any], ...], ...] = ()
 
@@ -85,11 +88,12 @@ def read_shape(spec: View, annotations: dict[str, str], meta: View, warnings: Wa
     memory = need.pop("memory", Fraction(0))
     gpus = _count(spec, need.pop(GPU, Fraction(0)), GPU)
     shared = _count(spec, need.pop(GPU_SHARED, Fraction(0)), GPU_SHARED)
-    for name in sorted(need):
-        if name.startswith(MIG_PREFIX) and shared_profile(name) != name and need[name] > 0:
-            _refuse_shared_mig(spec, name)
-    migs = {normalize_profile(shared_profile(k)): _count(spec, v, k) for k, v in list(need.items())
-            if k.startswith(MIG_PREFIX)}
+    renamed = any(k.startswith(MIG_PREFIX) and shared_profile(k) != k and v > 0 for k, v in need.items())
+    migs: dict[str, int] = {}
+    for k, v in need.items():
+        if k.startswith(MIG_PREFIX):
+            profile = normalize_profile(shared_profile(k[len(MIG_PREFIX):]))
+            migs[profile] = migs.get(profile, 0) + _count(spec, v, k)
     for k in list(need):
         if k.startswith(MIG_PREFIX):
             del need[k]
@@ -104,7 +108,7 @@ def read_shape(spec: View, annotations: dict[str, str], meta: View, warnings: Wa
     if len(kinds) > 1:
         spec.fail("containers", f"the pod asks for {' and '.join(kinds)}: a placement/v1 pod takes whole GPUs, "
                   "one MIG instance or one GPU share, not several kinds")
-    if len(migs) > 1 or any(n > 1 for n in migs.values()):
+    if len(migs) > 1:
         asked = ", ".join(f"{n}× {p}" for p, n in sorted(migs.items()))
         spec.fail("containers", f"the pod asks for MIG instances {asked}: placement/v1 gives a pod one instance")
     if shared > 1:
@@ -112,21 +116,9 @@ def read_shape(spec: View, annotations: dict[str, str], meta: View, warnings: Wa
                   "one GPU")
     _warn_unhonoured(spec, warnings)
     return Shape(cpu=cpu, memory=memory, gpus=gpus, mig_profile=next(iter(migs), None), gpu_share=fraction,
-                 gpu_memory=gpu_memory, shared_replicas=shared, node_selector=tuple(sorted(_selector(spec,
-                 warnings).items())), tolerations=tuple(read_tolerations(spec)))
-
-
-def _refuse_shared_mig(spec: View, name: str) -> NoReturn:
-    """A pod asking for a shared MIG device: fail naming the container field that asks for it."""
-    for key in ("containers", "initContainers"):
-        for c in spec.items(key):
-            for part in ("limits", "requests"):
-                resources = c.sub("resources").sub(part)
-                if resources.has(name):
-                    resources.fail(name, f"a shared MIG device ({shared_profile(name)[len(MIG_PREFIX):]} shared by "
-                                   "time-slicing or MPS): placement/v1 cannot express a pod taking a share of a MIG "
-                                   "instance; ask for a whole instance or a share of an unpartitioned GPU")
-    spec.fail("containers", f"{name}: a shared MIG device cannot be expressed")  # only via spec.overhead
+                 gpu_memory=gpu_memory, shared_replicas=shared, mig_count=next(iter(migs.values()), 0),
+                 mig_shared=renamed, node_selector=tuple(sorted(_selector(spec, warnings).items())),
+                 tolerations=tuple(read_tolerations(spec)))
 
 
 def _container(c: View) -> dict[str, Fraction]:

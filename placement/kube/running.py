@@ -68,8 +68,12 @@ class RunningWork(ImportState):
         view = pod.obj.view().sub("spec")
         if s.mig_profile or (s.gpus and node.strategy == "single" and node.mig):
             profile = s.mig_profile or node.mig[next(iter(node.mig))][0][0]
-            if s.gpus > 1:
-                view.fail("containers", f"holds {s.gpus} MIG devices of node '{node.name}': placement/v1 gives a pod "
+            count = s.mig_count or s.gpus or 1
+            ways = node.mig_ways(profile)
+            if ways is not None:  # time-slicing/MPS on MIG: `count` replicas are that share of one instance
+                return self._bind_instance_share(pod, node, ledger, profile, count, ways[1], out)
+            if count > 1:
+                view.fail("containers", f"holds {count} MIG devices of node '{node.name}': placement/v1 gives a pod "
                           "one instance")
             slot = ledger.mig(profile)
             if slot is None:
@@ -94,6 +98,24 @@ class RunningWork(ImportState):
             out.update(gpus=[gpu], gpu_share=float(share))
             if s.gpu_memory is not None:
                 out["gpu_memory_gib"] = float(s.gpu_memory / GIB)
+        return out
+
+    def _bind_instance_share(self, pod: PodInfo, node: NodeInfo, ledger: Ledger, profile: str, count: int,
+                             replicas: int, out: dict[str, Any]) -> dict[str, Any]:
+        """A running pod holding `count` replicas of a shared MIG device: that share of the first shared instance
+        of its profile with room (Kubernetes does not say which)."""
+        view = pod.obj.view().sub("spec")
+        if count > replicas:
+            view.fail("containers", f"holds {count} replicas of a MIG device shared {replicas} ways")
+        share = Fraction(count, replicas)
+        slot = ledger.mig_share(profile, share)
+        if slot is None:
+            view.fail("nodeName", f"node '{node.name}' has no shared {profile} MIG instance with {float(share):g} "
+                      "of it left for this pod")
+        out["mig"] = {"gpu": slot[0], "profile": slot[1], "start": slot[2]}
+        out["gpu_share"] = float(share)
+        if pod.shape.gpu_memory is not None:
+            out["gpu_memory_gib"] = float(pod.shape.gpu_memory / GIB)
         return out
 
     def _running_share(self, pod: PodInfo, node: NodeInfo) -> Fraction | None:

@@ -3,8 +3,8 @@ queues, priorities and GPU sharing, on manifests in the shape their docs publish
 
 Each test imports, plans, and checks the placements are the ones the device plugin and the
 scheduler would give: shared replicas on time-sliced and MPS nodes, MIG instances under strategy
-single, KAI fractions on any GPU, KAI's over-quota use of idle GPUs. MIG devices the device plugin
-shares (time-slicing/MPS on MIG instances) have no v1 form: those nodes and pods are refused.
+single, KAI fractions on any GPU, KAI's over-quota use of idle GPUs, and shares of MIG instances the
+device plugin shares (time-slicing/MPS on MIG), imported as shared instances.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from kube_helpers import docs, find, load, reimport
 
 from placement import plan, verify
-from placement.kube import KubeError, import_documents
+from placement.kube import KubeError, export, import_documents
 
 
 def _jobs(imported):  # type: ignore[no-untyped-def]
@@ -72,62 +72,137 @@ def test_an_unknown_mig_profile_blames_the_product_label() -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Sharing on MIG devices (time-slicing/MPS on MIG instances): no v1 form, so refused
+# Sharing on MIG devices (time-slicing/MPS on MIG instances): shared instances, pods take shares
 
 
-def _refused(*parts: str) -> list[str]:
-    with pytest.raises(KubeError) as exc:
-        load(*parts)
-    return [str(p) for p in exc.value.problems]
+def _instances(imported, node: str) -> list[tuple[int, str, int, str | None, int | None]]:  # type: ignore[no-untyped-def]
+    (n,) = [n for n in imported.request.cluster.nodes if n.name == node]
+    return [(g, i.profile, i.start, i.sharing.mode if i.sharing else None, i.sharing.replicas if i.sharing else None)
+            for g, layout in sorted(n.mig.items()) for i in layout]
 
 
-def test_time_sliced_mig_devices_under_strategy_single_refuse_the_node_and_name_the_replicas_label() -> None:
-    # 28 nvidia.com/gpu = 7 instances x 4 replicas, two running pods hold a replica each: not expressible
-    (problem,) = _refused("mig-shared/single.yaml")
-    assert problem.startswith("Node a100-ts-single-0 (single.yaml #1): metadata.labels.nvidia.com/gpu.replicas: "
-                              "MIG devices shared 4 ways"), problem
-    assert "cannot express pods sharing one MIG instance" in problem
-    assert "leave the node out of the input" in problem
+def test_time_sliced_mig_devices_under_strategy_single_import_as_shared_instances_and_shares() -> None:
+    # 28 nvidia.com/gpu = 7 instances x 4 replicas; two running pods hold a replica each, a third waits
+    imported = load("mig-shared/single.yaml")
+    assert _instances(imported, "a100-ts-single-0") == [(0, "1g.5gb", s, "time-slicing", 4) for s in range(7)]
+    (running,) = imported.request.cluster.running
+    assert [(p.mig.start, p.gpu_share) for p in running.pods] == [(0, 0.25), (0, 0.25)]  # type: ignore[union-attr]
+    (task,) = _jobs(imported)["lab/notebook-7c9d5"].tasks
+    assert (task.mig_profile, task.gpu_share, task.gpus) == ("1g.5gb", 0.25, 0)
+    assert _warned(imported, "MIG 1g.5gb devices shared 4 ways (time-slicing)")
+    result = plan(imported.request)
+    assert verify(imported.request, result) == [] and not result.pending
+    (a,) = [a for a in result.assignments if a.job == "lab/notebook-7c9d5"]
+    assert a.mig is not None and a.gpu_share == 0.25 and (a.mig.gpu, a.mig.start) == (0, 0)  # best fit: the fullest
 
 
-def test_time_sliced_mig_devices_under_strategy_mixed_refuse_the_node_and_name_the_profile_replicas_label() -> None:
-    # three running pods on two 3g.40gb instances shared 2 ways: refused for the node, not for the third pod
-    (problem,) = _refused("mig-shared/mixed.yaml")
-    assert problem.startswith("Node a100-ts-mixed-0 (mixed.yaml #1): metadata.labels.nvidia.com/mig-3g.40gb.replicas: "
-                              "MIG devices shared 2 ways"), problem
+def test_time_sliced_mig_devices_under_strategy_mixed_hold_the_running_shares() -> None:
+    # three running pods on two 3g.40gb instances shared 2 ways: half an instance each
+    imported = load("mig-shared/mixed.yaml")
+    assert _instances(imported, "a100-ts-mixed-0") == [(0, "3g.40gb", 0, "time-slicing", 2),
+                                                       (0, "3g.40gb", 4, "time-slicing", 2)]
+    (running,) = imported.request.cluster.running
+    assert sorted((p.mig.start, p.gpu_share) for p in running.pods) == [(0, 0.5), (0, 0.5), (4, 0.5)]  # type: ignore[union-attr]
+    assert verify(imported.request, plan(imported.request)) == []
 
 
-def test_renamed_shared_mig_resources_refuse_the_node_and_name_the_allocatable_resource() -> None:
-    (problem,) = _refused("mig-shared/renamed.yaml")
-    assert problem.startswith("Node h100-mps-mixed-0 (renamed.yaml #1): "
-                              "status.allocatable.nvidia.com/mig-1g.10gb.shared: MIG devices shared 3 ways"), problem
+def test_renamed_shared_mig_resources_import_and_their_pods_share_by_mps() -> None:
+    imported = load("mig-shared/renamed.yaml")
+    assert _instances(imported, "h100-mps-mixed-0") == [(0, "1g.10gb", s, "mps", 3) for s in range(7)]
+    (task,) = _jobs(imported)["research/embed-batch"].tasks
+    assert (task.replicas, task.mig_profile, task.gpu_share) == (3, "1g.10gb", pytest.approx(1 / 3))
+    result = plan(imported.request)
+    assert verify(imported.request, result) == [] and not result.pending
+    assert all(a.mig is not None and a.mig.profile == "1g.10gb" for a in result.assignments)
 
 
-def test_every_node_with_shared_mig_devices_is_named_in_one_run() -> None:
-    problems = _refused("device-plugin/nodes.yaml", "mig-shared")
-    assert sorted(p.split(":")[0] for p in problems) == ["Node a100-ts-mixed-0 (mixed.yaml #1)",
-                                                         "Node a100-ts-single-0 (single.yaml #1)",
-                                                         "Node h100-mps-mixed-0 (renamed.yaml #1)"]
+def test_every_node_with_shared_mig_devices_imports_in_one_run_beside_the_device_plugin_nodes() -> None:
+    imported = load("device-plugin", "mig-shared")
+    shared = {n.name for n in imported.request.cluster.nodes if any(i.sharing for lay in n.mig.values() for i in lay)}
+    assert shared == {"a100-ts-mixed-0", "a100-ts-single-0", "h100-mps-mixed-0", "a100-80-mixed-0",
+                      "a100-80-single-0"}
+    assert verify(imported.request, plan(imported.request)) == []
 
 
-def test_a_shared_mig_product_without_replicas_is_refused_too() -> None:
+def test_a_shared_mig_product_without_replicas_takes_them_from_the_count_or_names_the_label() -> None:
     objects = docs("mig-shared/single.yaml")
     node = find(objects, "Node", "a100-ts-single-0")
     del node["metadata"]["labels"]["nvidia.com/gpu.replicas"]
+    imported = reimport(objects)  # 28 devices offered over the 7 GFD counts: 4 ways
+    assert _instances(imported, "a100-ts-single-0")[0] == (0, "1g.5gb", 0, "time-slicing", 4)
     node["status"]["allocatable"]["nvidia.com/gpu"] = "7"
     with pytest.raises(KubeError) as exc:
         reimport(objects)
-    assert "metadata.labels.nvidia.com/gpu.product: MIG devices shared by time-slicing or MPS" in str(exc.value)
+    assert "metadata.labels.nvidia.com/gpu.product: 'NVIDIA-A100-SXM4-40GB-MIG-1g.5gb-SHARED': MIG devices shared" \
+        in str(exc.value)
 
 
-def test_a_pod_asking_for_a_shared_mig_device_is_refused_naming_its_container_field() -> None:
-    objects = docs("device-plugin/nodes.yaml") + [d for d in docs("mig-shared/renamed.yaml") if d["kind"] != "Node"]
+def test_an_offer_that_is_no_whole_number_of_shared_devices_names_the_resource() -> None:
+    objects = docs("mig-shared/mixed.yaml")
+    find(objects, "Node", "a100-ts-mixed-0")["status"]["allocatable"]["nvidia.com/mig-3g.40gb"] = "3"
     with pytest.raises(KubeError) as exc:
         reimport(objects)
-    message = str(exc.value)
-    assert ("Job (batch) research/embed-batch (input #" in message
-            and "spec.template.spec.containers[0].resources.limits.nvidia.com/mig-1g.10gb.shared: a shared MIG "
-            "device (1g.10gb shared by time-slicing or MPS)" in message), message
+    assert ("status.allocatable.nvidia.com/mig-3g.40gb: 3 devices offered is not a whole number of MIG devices "
+            "shared 2 ways") in str(exc.value)
+
+
+def test_a_pod_asking_several_replicas_of_a_shared_mig_device_takes_that_share_up_to_the_replicas() -> None:
+    objects = docs("mig-shared/renamed.yaml")
+    job = find(objects, "Job", "embed-batch")
+    limits = job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    limits["nvidia.com/mig-1g.10gb.shared"] = 2
+    (task,) = _jobs(reimport(objects))["research/embed-batch"].tasks
+    assert task.gpu_share == pytest.approx(2 / 3)
+    limits["nvidia.com/mig-1g.10gb.shared"] = 4
+    with pytest.raises(KubeError) as exc:
+        reimport(objects)
+    assert "4 replicas of an instance shared 3 ways" in str(exc.value)
+
+
+def test_a_pod_whose_nodes_offer_its_profile_whole_and_shared_takes_a_whole_instance_and_says_so() -> None:
+    objects = docs("mig/nodes.yaml") + docs("mig-shared/renamed.yaml")
+    objects = [d for d in objects if d["kind"] == "Node"]
+    node = next(d for d in objects if d["metadata"]["name"] == "h100-mps-mixed-0")
+    node["status"]["allocatable"]["nvidia.com/mig-1g.10gb"] = node["status"]["allocatable"].pop(
+        "nvidia.com/mig-1g.10gb.shared")  # shared, not renamed: the same resource name as on the unshared node
+    objects.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "anywhere"},
+                    "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/mig-1g.10gb": 1}}}]}})
+    imported = reimport(objects)
+    (task,) = _jobs(imported)["default/anywhere"].tasks
+    assert (task.mig_profile, task.gpu_share) == ("1g.10gb", None)
+    assert _warned(imported, "default/anywhere", "offer it whole and shared", "imported as a whole instance")
+
+
+def test_shared_mig_end_to_end_import_plan_verify_export() -> None:
+    # the device plugin's timeSlicing on nvidia.com/mig-1g.10gb (4 replicas, strategy mixed) and on the MIG
+    # devices of a strategy-single node (2 replicas): import, plan, verify, bind
+    imported = load("mig-shared/time-slicing-1g10gb.yaml")
+    assert _instances(imported, "a100-80-mixed-0") == [(1, "1g.10gb", s, "time-slicing", 4) for s in range(7)]
+    jobs = _jobs(imported)
+    assert [(t.mig_profile, t.gpu_share) for t in jobs["research/embed-batch"].tasks] == [("1g.10gb", 0.25)]
+    assert [(t.mig_profile, t.gpu_share) for t in jobs["lab/notebook-bob"].tasks] == [("1g.10gb", 0.5)]
+    result = plan(imported.request)
+    assert verify(imported.request, result) == [] and result.pending == []
+    held: dict[tuple[str, int, int], float] = {}
+    for r in imported.request.cluster.running:
+        for p in r.pods:
+            assert p.mig is not None and p.gpu_share is not None
+            held[p.node, p.mig.gpu, p.mig.start] = held.get((p.node, p.mig.gpu, p.mig.start), 0.0) + p.gpu_share
+    for a in result.assignments:
+        assert a.mig is not None and a.gpu_share is not None and a.gpus == []
+        key = (a.node, a.mig.gpu, a.mig.start)
+        held[key] = held.get(key, 0.0) + a.gpu_share
+    assert max(held.values()) <= 1.0 + 1e-9  # no instance over-committed, running shares counted
+    embed = [a for a in result.assignments if a.job == "research/embed-batch"]
+    assert len(embed) == 10 and {a.node for a in embed} == {"a100-80-mixed-0"}
+    document, notes = export(imported.request, result, "bindings", imported.origins)
+    bound = {b["metadata"]["name"]: b for b in document["items"]}
+    assert set(bound) >= {"notebook-bob", "notebook-carol"} and len(bound) == 12
+    annotations = bound["notebook-bob"]["metadata"]["annotations"]
+    assert bound["notebook-bob"]["target"]["name"] == "a100-80-single-0"
+    assert annotations["placement.dev/mig"].startswith("gpu=") and "profile=1g.10gb" in annotations["placement.dev/mig"]
+    assert annotations["placement.dev/gpu-share"].endswith("share=0.5")
+    assert notes == []  # only declared shared instances used: nothing to re-partition or share first
 
 
 def test_without_the_shared_mig_node_its_pods_are_ignored_and_the_rest_plans() -> None:
