@@ -11,6 +11,7 @@ from placement import problem as problem_mod
 from placement.baseline import mig_sharing
 from placement.baseline.device_state import NodeState
 from placement.devices import DeviceView
+from placement.devices.view import SHARE_PARTS
 
 H100 = "H100-SXM5-80GB"
 TS = {"mode": "time-slicing", "replicas": 4}
@@ -67,8 +68,8 @@ def test_take_makes_an_instance_shared_then_loads_it() -> None:
     view = _view({"0": [{"profile": "1g.10gb", "start": 0}]}, gpus=1)
     state = NodeState(view, 0)
     fresh = view.fresh_instance(0, "1g.10gb")
-    mig_sharing.take(state, 0, 0, fresh, _share(0.25, gpu_memory_gib=3))
+    mig_sharing.take(state, 0, 0, fresh, _share(0.25, gpu_memory_gib=3))  # 3 of its 10 GiB
     assert state.mig[0].shared == {0} and 0 in state.mig[0].busy and state.mig[0].changed()
-    assert state.instances[0, 0] == [fresh.replicas - 1, 750, fresh.mib_left - 3 * 1024]
+    assert state.instances[0, 0] == [fresh.replicas - 1, SHARE_PARTS * 3 // 4, SHARE_PARTS * 7 // 10]
     mig_sharing.take(state, 0, 0, fresh, _share(0.25))
-    assert state.instances[0, 0] == [fresh.replicas - 2, 500, fresh.mib_left - 3 * 1024 - 2560]
+    assert state.instances[0, 0] == [fresh.replicas - 2, SHARE_PARTS // 2, SHARE_PARTS * 9 // 20]

@@ -18,6 +18,7 @@ from placement_models import PlacementRequest, Plan
 from placement import greedy_plan, plan
 from placement import problem as problem_mod
 from placement.baseline import greedy
+from placement.devices.view import SHARE_PARTS
 from placement.verify import verify
 
 H100 = "H100-SXM5-80GB"  # 1g.10gb: 1 of 8 memory slices, 10 GiB
@@ -82,6 +83,13 @@ def test_a_share_takes_the_replica_the_running_share_leaves() -> None:
 def test_replicas_and_shares_cap_an_instance_and_the_rest_waits_without_changes() -> None:
     assert [p.job for p in _planned(_with_share(0.5, 2)).pending] == ["w"]  # one replica left, the gang needs two
     assert [p.job for p in _planned(_with_share(0.75, 1)).pending] == ["w"]  # 0.5 + 0.75 > one instance
+
+
+def test_three_thirds_fill_an_instance_shared_three_ways() -> None:
+    request = _with_share(1 / 3, 3)
+    request["cluster"]["running"] = []
+    request["cluster"]["nodes"][0]["mig"]["0"][0]["sharing"] = {"mode": "mps", "replicas": 3}
+    assert _slots(_planned(request)) == [(0, 0, 1 / 3)] * 3  # counted in parts exact for k/replicas
 
 
 def test_memory_of_an_instance_is_never_overcommitted() -> None:
@@ -150,7 +158,7 @@ def test_the_device_view_counts_what_running_shares_leave() -> None:
     problem = problem_mod.build(PlacementRequest.model_validate(_with_share(0.5, 1)))
     (instance,) = problem.device_view().shared_instances(0)
     assert (instance.gpu, instance.start, instance.profile) == (0, 0, "1g.10gb")
-    assert (instance.pods_left, instance.milli_left, instance.mib_left) == (1, 500, 5120)
+    assert (instance.pods_left, instance.parts_left, instance.memory_left) == (1, SHARE_PARTS // 2, SHARE_PARTS // 2)
     assert instance.memory_gib == 10
 
 

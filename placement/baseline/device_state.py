@@ -68,10 +68,11 @@ class NodeState:
         self.in_w = {g.gpu for g in view.mig[n] if g.idle} if view.changes else set()
         self.whole_taken = 0
         self.converted: set[int] = set()  # idle partitioned GPUs made whole
-        self.shared = {g.gpu: [g.pods_left, g.milli_left, g.mib_left] for g in view.shared[n]}
+        self.shared = {g.gpu: [g.pods_left, g.parts_left, g.memory_left] for g in view.shared[n]}
         self.opened: list[int] = []  # plain GPUs this plan shares (policy.allow_sharing_changes), also in `shared`
-        #: shared MIG instances, declared or made by this plan: (gpu, start) -> [pods, milli, MiB] left
-        self.instances = {(i.gpu, i.start): [i.pods_left, i.milli_left, i.mib_left] for i in view.shared_instances(n)}
+        #: shared MIG instances, declared or made by this plan: (gpu, start) -> [pods, share parts, memory parts] left
+        self.instances = {(i.gpu, i.start): [i.pods_left, i.parts_left, i.memory_left]
+                          for i in view.shared_instances(n)}
 
     def copy(self) -> NodeState:
         other = NodeState.__new__(NodeState)

@@ -168,10 +168,10 @@ class GreedyDevices:
             state = self.peek(n)
             if not state.shared:
                 continue
-            need_milli, need_mib = share_demand(spec, self.view.fresh_share(n))  # one GPU model per node
-            for gpu, (pods, milli, mib) in state.shared.items():
-                if pods >= 1 and milli >= need_milli and mib >= need_mib:
-                    key = (milli - need_milli, n, gpu)  # best fit: the fullest GPU that still fits
+            need_parts, need_memory = share_demand(spec, self.view.fresh_share(n))  # one GPU model per node
+            for gpu, (pods, parts, memory) in state.shared.items():
+                if pods >= 1 and parts >= need_parts and memory >= need_memory:
+                    key = (parts - need_parts, n, gpu)  # best fit: the fullest GPU that still fits
                     best = key if best is None or key < best else best
         if best is not None:
             _, n, gpu = best
@@ -180,11 +180,11 @@ class GreedyDevices:
             if found is None:
                 return None
             n, gpu = found
-        need_milli, need_mib = share_demand(spec, self.view.fresh_share(n))
+        need_parts, need_memory = share_demand(spec, self.view.fresh_share(n))
         left = self.node(n).shared[gpu]
         left[0] -= 1
-        left[1] -= need_milli
-        left[2] -= need_mib
+        left[1] -= need_parts
+        left[2] -= need_memory
         self.shares.setdefault((t, n), []).append(gpu)
         return n
 
@@ -248,7 +248,7 @@ class GreedyDevices:
         state = self.node(n)
         state.plain.remove(gpu)
         g = self.view.fresh_share(n)
-        state.shared[gpu] = [g.pods_left, g.milli_left, g.mib_left]
+        state.shared[gpu] = [g.pods_left, g.parts_left, g.memory_left]
         state.opened.append(gpu)
         free[n, 0] -= 1
         self.opened += 1
@@ -443,11 +443,11 @@ class GreedyDevices:
                         state.in_w.discard(gpu)
                         free[n, 0] -= 1
                     continue
-                milli, mib = share_demand(spec, self.view.fresh_share(n))  # one GPU model per node
+                parts, memory = share_demand(spec, self.view.fresh_share(n))  # one GPU model per node
                 left = state.shared[gpu]
                 left[0] -= 1
-                left[1] -= milli
-                left[2] -= mib
+                left[1] -= parts
+                left[2] -= memory
         for (t, n), k in placement.counts.items():
             gpus = int(problem.tasks[t].demand[0]) * k
             if gpus and (self.view.mig[n] or n in self.nodes):

@@ -21,14 +21,14 @@ Choice = tuple[tuple[int, ...], int, int, int]
 def best_fit(state: NodeState, n: int, spec: Task, p: MigProfile, fresh: SharedInstance) -> Choice | None:
     """The fullest shared `p` instance of node n that still takes one pod of `spec` (memory counted as on a new
     instance of the profile: every instance of a profile on one node has the same)."""
-    milli, mib = share_demand(spec, fresh)
+    parts, need = share_demand(spec, fresh)
     best: Choice | None = None
     for (gpu, start), (pods, left, memory) in state.instances.items():
         g = state.mig.get(gpu)
         if g is None or gpu in state.converted or g.inst.get(start) != p.name:
             continue
-        if pods >= 1 and left >= milli and memory >= mib:
-            key = (left - milli, n, gpu, start)
+        if pods >= 1 and left >= parts and memory >= need:
+            key = (left - parts, n, gpu, start)
             if best is None or key < best[0]:
                 best = (key, n, gpu, start)
     return best
@@ -53,13 +53,13 @@ def new_instance(state: NodeState, n: int, geo: MigGeometry, p: MigProfile, free
 
 def take(state: NodeState, gpu: int, start: int, fresh: SharedInstance, spec: Task) -> None:
     """One pod's share of instance (gpu, start) of the node: made shared first if it is not yet (`fresh` then
-    gives its room), then its pods, milli and MiB left go down."""
+    gives its room), then its pods, share parts and memory parts left go down."""
     if (gpu, start) not in state.instances:
         state.mig[gpu].shared.add(start)
         state.mig[gpu].busy.add(start)
-        state.instances[gpu, start] = [fresh.pods_left, fresh.milli_left, fresh.mib_left]
-    milli, mib = share_demand(spec, fresh)
+        state.instances[gpu, start] = [fresh.pods_left, fresh.parts_left, fresh.memory_left]
+    parts, memory = share_demand(spec, fresh)
     left = state.instances[gpu, start]
     left[0] -= 1
-    left[1] -= milli
-    left[2] -= mib
+    left[1] -= parts
+    left[2] -= memory

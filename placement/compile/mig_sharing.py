@@ -12,7 +12,7 @@ instance says how many of the pair's pods go there.
 With `policy.allow_mig_changes` the plan may make new shared instances, with policy.sharing_default's
 setting. Per node and profile, anonymous *slots*, opened in order (so CP-SAT does not permute them), as
 many as the node's GPUs could offer instances of the profile and pods could come; each is an instance
-with the default's replicas, 1000 milli and the instance's memory, all times `open`. An opened slot is
+with the default's replicas, a whole instance's share parts and its memory, all times `open`. An opened slot is
 drawn from the node's instances of its profile on GPUs whose layout changes (compile/mig.py reads
 `ctx.new_instances`): a free instance shared (its GPU then counts as changed, `mig.reconfigure`) or one a
 re-partition creates. Which instance a slot is, is decided after the solve, once mig has read the new
@@ -66,16 +66,16 @@ def apply(ctx: ModelContext) -> None:
             bounds = [min(ub, r) for _, _, r in bins]
             ctx.model.add(cp_model.LinearExpr.sum([v for _, v in parts]) == var)
         split[t, n] = parts
-        for (key, v), (_, (milli, mib), _), bound in zip(parts, bins, bounds, strict=True):
-            load.setdefault(key, []).append((v, milli, mib, bound))
+        for (key, v), (_, (share, memory), _), bound in zip(parts, bins, bounds, strict=True):
+            load.setdefault(key, []).append((v, share, memory, bound))
     for n in {n for _, n in pairs}:
         for i in view.shared_instances(n):
-            limit(ctx, load.get((n, i.gpu, i.start, i.profile), []), (i.pods_left, i.milli_left, i.mib_left), None)
+            limit(ctx, load.get((n, i.gpu, i.start, i.profile), []), (i.pods_left, i.parts_left, i.memory_left), None)
     for (n, profile), opens in slots.items():
         fresh = view.fresh_instance(n, profile)
         tasks = tuple(sorted({t for (t, m), (_, _, p) in pairs.items() if m == n and p == profile}))
         for k, opened in enumerate(opens):
-            limit(ctx, load.get((n, -1 - k, -1, profile), []), (fresh.pods_left, fresh.milli_left, fresh.mib_left),
+            limit(ctx, load.get((n, -1 - k, -1, profile), []), (fresh.pods_left, fresh.parts_left, fresh.memory_left),
                   opened)
             ctx.new_instances.setdefault(n, []).append((profile, opened, tasks))
     ctx.on_hint(lambda c, placement, values: _hint(c, slots, split, placement, values))

@@ -12,7 +12,7 @@ the openb cluster share any GPU on demand (the MIG analogue is re-partitioning, 
 Plain GPUs of a node are interchangeable, so a node gets anonymous *slots*, as many as it has plain
 GPUs, pods that could come, and policy.max_sharing_changes allow, each with an `open` boolean
 (opened in order, so CP-SAT does not permute them). A slot is a shared GPU with
-`policy.sharing_default`'s replicas, 1000 milli and the GPU's memory, all times `open`. An opened
+`policy.sharing_default`'s replicas, a whole GPU's share parts and its memory, all times `open`. An opened
 slot takes a plain GPU: with the ones MIG partitions at most the node's plain GPUs, with whole-GPU
 pods at most the GPUs whole after the plan (ctx.whole_after), the peak reserve sees it go
 (ctx.partitioned), and on a whole free node it breaks the node (the `fragmentation` term, at most
@@ -38,7 +38,7 @@ NAME = terms.SHARING_CHANGE
 #: (task, node) -> [(gpu, variable)]: which shared GPU takes how many of the pair's pods; a negative
 #: gpu -1-k is the node's slot k (a plain GPU the plan may share)
 Split = dict[tuple[int, int], list[tuple[int, cp_model.IntVar]]]
-#: (node, gpu) -> [(variable, milli, MiB, upper bound)] of the pods it may take (gpu as in Split)
+#: (node, gpu) -> [(variable, share parts, memory parts, upper bound)] of the pods it may take (gpu as in Split)
 Load = dict[tuple[int, int], list[tuple[cp_model.IntVar, int, int, int]]]
 
 
@@ -50,11 +50,11 @@ def apply(ctx: ModelContext) -> None:
     split, load = _split(ctx, slots)
     for n, gpus in enumerate(view.shared):
         for g in gpus:
-            limit(ctx, load.get((n, g.gpu), []), (g.pods_left, g.milli_left, g.mib_left), None)
+            limit(ctx, load.get((n, g.gpu), []), (g.pods_left, g.parts_left, g.memory_left), None)
     for n, opens in slots.items():
         fresh = view.fresh_share(n)
         for k, opened in enumerate(opens):
-            limit(ctx, load.get((n, -1 - k), []), (fresh.pods_left, fresh.milli_left, fresh.mib_left), opened)
+            limit(ctx, load.get((n, -1 - k), []), (fresh.pods_left, fresh.parts_left, fresh.memory_left), opened)
         _takes_plain_gpus(ctx, n, opens)
     _breaks_whole_nodes(ctx, slots)
     _cost(ctx, [b for bs in slots.values() for b in bs])
@@ -90,8 +90,8 @@ def _split(ctx: ModelContext, slots: dict[int, list[cp_model.IntVar]]) -> tuple[
                 bounds = [min(ub, room) for _, _, room in gpus]
                 ctx.model.add(cp_model.LinearExpr.sum([v for _, v in parts]) == var)
             split[t, n] = parts
-            for (gpu, v), (_, (milli, mib), _), bound in zip(parts, gpus, bounds, strict=True):
-                load.setdefault((n, gpu), []).append((v, milli, mib, bound))
+            for (gpu, v), (_, (share, memory), _), bound in zip(parts, gpus, bounds, strict=True):
+                load.setdefault((n, gpu), []).append((v, share, memory, bound))
     return split, load
 
 
@@ -139,11 +139,11 @@ def _slots(ctx: ModelContext) -> dict[int, list[cp_model.IntVar]]:
 
 def limit(ctx: ModelContext, terms: list[tuple[cp_model.IntVar, int, int, int]], limits: tuple[int, int, int],
           opened: cp_model.IntVar | None) -> None:
-    """Pods, milli-GPU and MiB on one shared GPU (or shared MIG instance: compile/mig_sharing.py) within its
+    """Pods, share parts and memory parts on one shared GPU (or shared MIG instance: compile/mig_sharing.py) within its
     limits; for a slot, times its `open` (the pod row always: it is what keeps a closed slot empty)."""
     variables = [v for v, _, _, _ in terms]
     for d, limit in enumerate(limits):
-        coefs = [(1, milli, mib)[d] for _, milli, mib, _ in terms]
+        coefs = [(1, share, memory)[d] for _, share, memory, _ in terms]
         worst = sum(c * ub for c, (_, _, _, ub) in zip(coefs, terms, strict=True))
         if opened is None:
             if worst > limit:

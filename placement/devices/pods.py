@@ -15,7 +15,15 @@ from placement_models import (
 
 from placement.catalog import MigGeometry, MigProfile
 from placement.devices.layouts import max_instances
-from placement.devices.view import DeviceView, SharedGpu, is_instance_share, is_mig, is_shared, to_mib, to_milli
+from placement.devices.view import (
+    DeviceView,
+    SharedGpu,
+    is_instance_share,
+    is_mig,
+    is_shared,
+    memory_parts,
+    to_parts,
+)
 
 #: Candidate-filter stages this module adds to a task's funnel (explain.py turns them into reasons).
 STAGES = ("mig_profile", "mig_room", "shared_gpus", "share_room", "instance_share_room")
@@ -55,19 +63,21 @@ def _profile_for(spec: Task, geo: MigGeometry) -> MigProfile | None:
 
 
 def share_demand(spec: Task, gpu: SharedGpu) -> tuple[int, int]:
-    """(milli-GPU, MiB of GPU memory) of one shared pod; memory defaults to its share of the GPU's (of the
-    instance's, on a shared MIG instance: milli then counts thousandths of the instance)."""
-    share = spec.gpu_share or 0.0
-    gib = spec.gpu_memory_gib if spec.gpu_memory_gib is not None else share * gpu.memory_gib
-    return to_milli(share), to_mib(gib)
+    """(parts of the device, parts of its memory) one shared pod takes, `SHARE_PARTS` to the whole of either (the
+    GPU, or the instance on a shared MIG instance); memory defaults to the pod's share, so pods of k/replicas
+    that declare none fill a device exactly."""
+    parts = to_parts(spec.gpu_share or 0.0)
+    if spec.gpu_memory_gib is None:
+        return parts, parts
+    return parts, memory_parts(spec.gpu_memory_gib, gpu.memory_gib)
 
 
 def share_room(spec: Task, gpu: SharedGpu) -> int:
     """How many pods of the task fit on what the shared GPU has left."""
-    milli, mib = share_demand(spec, gpu)
+    parts, memory = share_demand(spec, gpu)
     fit = gpu.pods_left
-    fit = min(fit, gpu.milli_left // milli) if milli else fit
-    fit = min(fit, gpu.mib_left // mib) if mib else fit
+    fit = min(fit, gpu.parts_left // parts) if parts else fit
+    fit = min(fit, gpu.memory_left // memory) if memory else fit
     return max(0, fit)
 
 

@@ -33,6 +33,10 @@ from placement.catalog import MigGeometry
 from placement.devices.layouts import Layout, layout_problems, sort_layout
 
 MILLI = 1000
+#: Parts of one GPU (or MIG instance) in which shares are counted: divisible by every replica count up to 16
+#: and by 32, 64 and 128, so the device plugin's k/replicas shares add up exactly (three thirds fill a device;
+#: in thousandths, rounded up, two would).
+SHARE_PARTS = 5_765_760
 
 
 @dataclass(frozen=True)
@@ -55,15 +59,16 @@ class MigGpu:
 
 @dataclass(frozen=True)
 class SharedGpu:
-    """A healthy time-sliced/MPS GPU and what its running pods leave: pods, milli-GPU, MiB of GPU memory."""
+    """A healthy time-sliced/MPS GPU and what its running pods leave: pods, parts of the GPU and parts of its
+    memory (`SHARE_PARTS` to the whole of either)."""
 
     node: int
     gpu: int
     mode: str
     replicas: int
     pods_left: int
-    milli_left: int
-    mib_left: int
+    parts_left: int
+    memory_left: int
     memory_gib: float  # the model's
 
 
@@ -128,23 +133,20 @@ def build(request: PlacementRequest, nodes: tuple[Node, ...], models: tuple[str 
     index = {n.name: i for i, n in enumerate(nodes)}
     occupied: dict[tuple[int, int], set[int]] = {}
     held: list[set[int]] = [set(n.unhealthy_gpus) for n in nodes]
-    share_use: dict[tuple[int, int], list[tuple[int, int]]] = {}  # (node, gpu) -> [(milli, mib)]
-    instance_use: dict[tuple[int, int, int], list[tuple[int, int]]] = {}  # (node, gpu, start) -> [(milli, mib)]
+    share_use: dict[tuple[int, int], list[tuple[int, int, float]]] = {}  # (node, gpu) -> [(parts, memory, GiB)]
+    instance_use: dict[tuple[int, int, int], list[tuple[int, int, float]]] = {}  # (node, gpu, start) -> the same
     for job in request.cluster.running:
         for pod in job.pods:
             i = index[pod.node]
             if pod.mig is not None:
                 occupied.setdefault((i, pod.mig.gpu), set()).add(pod.mig.start)
                 if pod.gpu_share is not None:
-                    gib = pod.gpu_memory_gib if pod.gpu_memory_gib is not None else pod.gpu_share * _instance_gib(
-                        models[i], pod.mig.profile)
                     instance_use.setdefault((i, pod.mig.gpu, pod.mig.start), []).append(
-                        (to_milli(pod.gpu_share), to_mib(gib)))
+                        _use(pod.gpu_share, pod.gpu_memory_gib, _instance_gib(models[i], pod.mig.profile)))
             elif pod.gpu_share is not None:
                 model = catalog.lookup(models[i] or "")
-                gib = pod.gpu_memory_gib if pod.gpu_memory_gib is not None else pod.gpu_share * (
-                    model.memory_gib if model else 0.0)
-                share_use.setdefault((i, pod.gpus[0]), []).append((to_milli(pod.gpu_share), to_mib(gib)))
+                share_use.setdefault((i, pod.gpus[0]), []).append(
+                    _use(pod.gpu_share, pod.gpu_memory_gib, model.memory_gib if model else 0.0))
             else:
                 held[i].update(pod.gpus)
     mig: list[tuple[MigGpu, ...]] = []
@@ -180,15 +182,15 @@ def build(request: PlacementRequest, nodes: tuple[Node, ...], models: tuple[str 
 def _fresh(model: str, mode: str, replicas: int) -> SharedGpu:
     found = catalog.lookup(model) if model else None
     memory = found.memory_gib if found else 0.0
-    return SharedGpu(node=-1, gpu=-1, mode=mode, replicas=replicas, pods_left=replicas, milli_left=MILLI,
-                     mib_left=to_mib(memory), memory_gib=memory)
+    return SharedGpu(node=-1, gpu=-1, mode=mode, replicas=replicas, pods_left=replicas, parts_left=SHARE_PARTS,
+                     memory_left=SHARE_PARTS, memory_gib=memory)
 
 
 @cache
 def _fresh_instance(model: str, profile: str, mode: str, replicas: int) -> SharedInstance:
     memory = _instance_gib(model, profile)
-    return SharedInstance(node=-1, gpu=-1, mode=mode, replicas=replicas, pods_left=replicas, milli_left=MILLI,
-                          mib_left=to_mib(memory), memory_gib=memory, profile=profile, start=-1)
+    return SharedInstance(node=-1, gpu=-1, mode=mode, replicas=replicas, pods_left=replicas, parts_left=SHARE_PARTS,
+                          memory_left=SHARE_PARTS, memory_gib=memory, profile=profile, start=-1)
 
 
 def _instance_gib(model: str | None, profile: str) -> float:
@@ -198,12 +200,24 @@ def _instance_gib(model: str | None, profile: str) -> float:
     return found.memory_gib if found is not None else 0.0
 
 
-def to_milli(share: float) -> int:
-    return int(math.ceil(share * MILLI - 1e-6))
+def to_parts(share: float) -> int:
+    """A share in `SHARE_PARTS`, rounded up (a share never takes less than it asks)."""
+    return int(math.ceil(share * SHARE_PARTS - 1e-6))
 
 
-def to_mib(gib: float) -> int:
-    return int(math.ceil(gib * 1024 - 1e-6))
+def memory_parts(gib: float, device_gib: float) -> int:
+    """GPU memory in parts of the device's (`SHARE_PARTS` to all of it), rounded up; more than the device when it
+    has none the catalog knows."""
+    if device_gib <= 0:
+        return SHARE_PARTS + 1 if gib > 0 else 0
+    return int(math.ceil(gib / device_gib * SHARE_PARTS - 1e-6))
+
+
+def _use(share: float, gib: float | None, device_gib: float) -> tuple[int, int, float]:
+    """(parts, memory parts, GiB) a running share holds; its memory defaults to its share of the device's."""
+    if gib is None:
+        return to_parts(share), to_parts(share), share * device_gib
+    return to_parts(share), memory_parts(gib, device_gib), gib
 
 
 def _node_mig(errors: ErrorList, i: int, node: Node, model: str | None,
@@ -245,14 +259,14 @@ def _node_instances(errors: ErrorList, i: int, node: Node, planned: set[int],
             if inst.sharing is None or p is None:
                 continue
             used = use.get((i, g, inst.start), [])
-            mib_left = to_mib(p.memory_gib) - sum(m for _, m in used)
-            if mib_left < 0:
+            memory_left = SHARE_PARTS - sum(m for _, m, _ in used)
+            if memory_left < 0:
                 errors.add(("cluster", "nodes", i, "mig", g, k, "sharing"), f"running pods on instance "
-                           f"{p.name}@{inst.start} of GPU {g} use {sum(m for _, m in used) / 1024:g} GiB of GPU "
+                           f"{p.name}@{inst.start} of GPU {g} use {sum(x for _, _, x in used):g} GiB of GPU "
                            f"memory, more than its {p.memory_gib:g} GiB", None)
             out.append(SharedInstance(node=i, gpu=g, mode=inst.sharing.mode, replicas=inst.sharing.replicas,
                                       pods_left=inst.sharing.replicas - len(used),
-                                      milli_left=MILLI - sum(m for m, _ in used), mib_left=mib_left,
+                                      parts_left=SHARE_PARTS - sum(m for m, _, _ in used), memory_left=memory_left,
                                       memory_gib=p.memory_gib, profile=p.name, start=inst.start))
     return tuple(out)
 
@@ -271,16 +285,16 @@ def _node_shared(errors: ErrorList, i: int, node: Node, model: str | None,
         spec = node.sharing[g]
         used = share_use.get((i, g), [])
         memory = found.memory_gib if found else 0.0
-        mib_left = to_mib(memory) - sum(m for _, m in used)
-        if mib_left < 0:
+        memory_left = SHARE_PARTS - sum(m for _, m, _ in used)
+        if memory_left < 0:
             errors.add(("cluster", "nodes", i, "sharing", g), f"running pods on GPU {g} use "
-                       f"{sum(m for _, m in used) / 1024:g} GiB of GPU memory, more than the {memory:g} GiB of "
+                       f"{sum(x for _, _, x in used):g} GiB of GPU memory, more than the {memory:g} GiB of "
                        f"{model} (time-slicing has no memory isolation)", None)
         if g in node.unhealthy_gpus:
             continue
         out.append(SharedGpu(node=i, gpu=g, mode=spec.mode, replicas=spec.replicas,
-                             pods_left=spec.replicas - len(used), milli_left=MILLI - sum(m for m, _ in used),
-                             mib_left=mib_left, memory_gib=memory))
+                             pods_left=spec.replicas - len(used), parts_left=SHARE_PARTS - sum(m for m, _, _ in used),
+                             memory_left=memory_left, memory_gib=memory))
     return tuple(out)
 
 
