@@ -333,15 +333,17 @@ class Policy(Strict):
     #: borrow_within_cohort never), or a PreemptionRules object; `policy.preemption_rules` resolves it
     preemption: bool | PreemptionRules = False
     #: may the plan change MIG layouts? Free instances may be destroyed and new ones created; instances
-    #: running pods hold never move; an idle GPU may be partitioned, an idle partitioned GPU made whole
+    #: running pods hold, and shared ones, never move; an idle GPU may be partitioned, an idle partitioned GPU
+    #: made whole; for pods asking a share of a MIG instance, free or new instances may become shared
+    #: (sharing_default), each GPU so changed a MIG change
     allow_mig_changes: bool = False
     #: at most this many GPUs change MIG layout in one plan (unset: no cap)
     max_mig_changes: int | None = Field(None, ge=0, le=MAX_COUNT)
     #: may the plan turn idle whole GPUs into shared GPUs for gpu_share pods, as HAMi, KAI and the openb
     #: cluster share any GPU on demand? Off: share pods go only onto GPUs listed in a node's `sharing`
     allow_sharing_changes: bool = False
-    #: the time-slicing/MPS setting a converted GPU gets (its shares and GPU memory are capped as on any
-    #: shared GPU; replicas caps its pods)
+    #: the time-slicing/MPS setting a converted GPU gets, or a MIG instance the plan shares (its shares and GPU
+    #: memory are capped as on any shared GPU or instance; replicas caps its pods)
     sharing_default: GpuSharing = Field(default_factory=lambda: GpuSharing(mode="time-slicing", replicas=8))
     #: at most this many GPUs turned into shared GPUs in one plan (unset: no cap)
     max_sharing_changes: int | None = Field(None, ge=0, le=MAX_COUNT)

@@ -220,10 +220,12 @@ def summary(plan: Plan) -> str:
     """A few lines a person reads after a solve: what was placed, what waits, how good, how fast."""
     jobs = {a.job for a in plan.assignments}
     whole = sum(len(a.gpus) for a in plan.assignments if a.mig is None and a.gpu_share is None)
-    mig = sum(1 for a in plan.assignments if a.mig is not None)
-    shared = sum(1 for a in plan.assignments if a.gpu_share is not None)
+    mig = sum(1 for a in plan.assignments if a.mig is not None and a.gpu_share is None)
+    shared = sum(1 for a in plan.assignments if a.gpu_share is not None and a.mig is None)
+    instance = sum(1 for a in plan.assignments if a.gpu_share is not None and a.mig is not None)
     gpus = _count(whole, "whole GPU") + (f", {_count(mig, 'MIG instance')}" if mig else "") + (
-        f", {_count(shared, 'shared-GPU pod')}" if shared else "")
+        f", {_count(shared, 'shared-GPU pod')}" if shared else "") + (
+        f", {_count(instance, 'shared-instance pod')}" if instance else "")
     s = plan.solver
     gap = "n/a" if s.gap is None else f"{100 * s.gap:.2f}% (to the {s.bound_kind} bound)"
     lines = [
