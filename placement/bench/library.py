@@ -22,8 +22,15 @@ half the GPUs held by running work, pending gangs with the ITP gang-size mix):
   twice the nominal.
 * ``spot`` — H100 racks split into on-demand and spot pools (prices, reclaim rate); half the jobs may
   run on spot, most of them with checkpoints; expected runtimes priced by the cost module.
+* ``loop`` — scheduler-loop states of a real trace (:mod:`placement.bench.library_loop`): the request our
+  scheduler sends mid-replay of a Microsoft ITP slice, at a cycle with a deep queue. Rebuilding it reads
+  the trace (``--data DIR`` or ``$PLACEMENT_DATA``); the stored file needs nothing. S, M, L only.
+* ``preempt`` — a full cluster, preemptible running work and Kueue-like rules (priority classes, teams in
+  a cohort with their own preemption rules): :mod:`placement.bench.library_preempt`. S, M, L, XL.
+* ``offpeak`` — peak hours with off-peak windows, deferrable jobs, priced on-demand, spot and cloud pools
+  and a peak reserve: :mod:`placement.bench.library_offpeak`. S, M, L.
 
-Sizes: S = 16 nodes, M = 64, L = 256 as plain JSON (7-290 kB a file), XL = 1,024 as gzipped JSON
+Sizes (the seeded families): S = 16 nodes, M = 64, L = 256 as plain JSON (7-290 kB a file), XL = 1,024 as gzipped JSON
 (0.4-1.1 MB of JSON, 15-55 kB gzipped). :func:`placement.io.load_document` (so every ``placement``
 command and the bench) reads ``.json.gz`` as it reads ``.json``; by hand,
 ``json.loads(gzip.decompress(path.read_bytes()))``. ``python -m placement.bench.library --sizes XL``
@@ -50,9 +57,19 @@ SIZES: dict[str, int] = {"S": 16, "M": 64, "L": 256, "XL": 1024}
 STORED_SIZES = ("S", "M", "L", "XL")
 #: Sizes stored gzip-compressed (FAMILY-SIZE.json.gz, written with mtime 0 and no file name).
 GZIP_SIZES = ("XL",)
-FAMILIES = ("gangs", "topology", "mig", "teams", "spot")
+FAMILIES = ("gangs", "topology", "mig", "teams", "spot", "loop", "preempt", "offpeak")
+#: The sizes stored of each family (the ITP traces fill no 1,024-node cluster, so loop stops at L).
+FAMILY_SIZES: dict[str, tuple[str, ...]] = {
+    **{f: STORED_SIZES for f in ("gangs", "topology", "mig", "teams", "spot")},
+    "loop": ("S", "M", "L"),
+    "preempt": STORED_SIZES,
+    "offpeak": ("S", "M", "L"),
+}
+#: Families whose recipe reads trace data (``--data DIR`` or ``$PLACEMENT_DATA``) rather than a seed.
+TRACE_FAMILIES = ("loop",)
 #: One fixed seed per family; the size is folded in so S, M, L are independent draws.
-SEEDS: dict[str, int] = {"gangs": 8101, "topology": 8201, "mig": 8301, "teams": 8401, "spot": 8501}
+SEEDS: dict[str, int] = {"gangs": 8101, "topology": 8201, "mig": 8301, "teams": 8401, "spot": 8501,
+                         "preempt": 8601, "offpeak": 8701}
 #: Solve time for NAME.best.json, per size (seconds, 2 workers): a few times a scheduler cycle.
 BEST_TIME_S: dict[str, float] = {"S": 10.0, "M": 20.0, "L": 40.0, "XL": 60.0}
 
@@ -91,15 +108,27 @@ def seed_of(family: str, size: str) -> int:
     return SEEDS[family] * 10 + list(SIZES).index(size)
 
 
-def instance(family: str, size: str) -> dict[str, Any]:
-    """The request of one (family, size); deterministic."""
+def stored() -> list[tuple[str, str]]:
+    """Every (family, size) the library stores, in the table's order."""
+    return [(f, s) for f in FAMILIES for s in FAMILY_SIZES[f]]
+
+
+def instance(family: str, size: str, data: Path | str | None = None) -> dict[str, Any]:
+    """The request of one (family, size); deterministic. ``data`` is the trace folder the ``loop`` family
+    reads (default ``$PLACEMENT_DATA``); without it that family raises DataNotFound, naming ``--data``."""
     if family not in FAMILIES:
         raise ValueError(f"unknown family {family!r}; known: {', '.join(FAMILIES)}")
     if size not in SIZES:
         raise ValueError(f"unknown size {size!r}; known: {', '.join(SIZES)}")
-    n, seed = SIZES[size], seed_of(family, size)
-    build = {"gangs": _gangs, "topology": _topology, "mig": _mig, "teams": _teams, "spot": _spot}[family]
-    req = build(n, seed)
+    if family == "loop":
+        from placement.bench import library_loop
+
+        if size not in library_loop.SPECS:
+            raise ValueError(f"unknown size {size!r} for loop; known: {', '.join(library_loop.SPECS)}")
+        req = library_loop.loop_instance(size, data)
+    else:
+        n, seed = SIZES[size], seed_of(family, size)
+        req = _BUILDERS[family](n, seed)
     req["policy"] = {"time_limit_s": 10, "workers": 2, "seed": 0, **req.get("policy", {})}
     return req
 
@@ -279,23 +308,56 @@ def _spot(n: int, seed: int) -> dict[str, Any]:
     return req
 
 
+def _preempt(n: int, seed: int) -> dict[str, Any]:
+    from placement.bench.library_preempt import preempt_instance
+
+    return preempt_instance(n, seed)
+
+
+def _offpeak(n: int, seed: int) -> dict[str, Any]:
+    from placement.bench.library_offpeak import offpeak_instance
+
+    return offpeak_instance(n, seed)
+
+
+_BUILDERS = {"gangs": _gangs, "topology": _topology, "mig": _mig, "teams": _teams, "spot": _spot,
+             "preempt": _preempt, "offpeak": _offpeak}
+
+
 # ------------------------------------------------------------------------------------------- writing
 
 
 def best_known(request: dict[str, Any], time_s: float, workers: int = 2) -> dict[str, Any]:
-    """Solve longer than a cycle and keep {objective, bound, time_s, workers} (bound None under LNS)."""
+    """Solve longer than a cycle and keep what the library's table reports of it.
+
+    ``{objective, bound, time_s, workers, status}`` as before, plus the bound's kind (CP-SAT's on the whole
+    model, or the class relaxation of ``placement.search.bound``, valid for every plan of the request: both
+    are true bounds), the gap, why the search ended, the model's size and who found the plan (CP-SAT and its
+    version, or the greedy baseline when the search did not beat it)."""
+    from ortools import __version__ as ortools_version
+
     from placement.api import plan
 
     req = dict(request)
     req["policy"] = {**request.get("policy", {}), "time_limit_s": time_s, "workers": workers}
     t0 = time.perf_counter()
     result = plan(req)
+    s = result.solver
+    who = f"CP-SAT {ortools_version}" if s.winner == "solver" else "greedy"
     return {
         "objective": result.objective.total,
-        "bound": result.solver.bound,
+        "bound": s.bound,
         "time_s": round(time.perf_counter() - t0, 2),
         "workers": workers,
         "status": result.status,
+        "bound_kind": s.bound_kind,
+        "gap": s.gap,
+        "ended": s.ended,
+        "search": s.search,
+        "restricted": s.restricted,
+        "variables": s.variables,
+        "constraints": s.constraints,
+        "found_by": f"placement.plan ({who}, {workers} workers, {time_s:g} s)",
     }
 
 
@@ -324,15 +386,21 @@ def write(
     best: bool,
     workers: int = 2,
     best_time: dict[str, float] | None = None,
+    data: Path | str | None = None,
 ) -> list[Path]:
+    """Write every (family, size) asked for that the library stores (a family skips sizes it has not)."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for family in families:
+        if family not in FAMILIES:
+            raise ValueError(f"unknown family {family!r}; known: {', '.join(FAMILIES)}")
         for size in sizes:
-            req = instance(family, size)
+            if size not in FAMILY_SIZES[family]:
+                continue
+            req = instance(family, size, data)
             path = out / file_name(family, size)
-            data = dump(req)
-            path.write_bytes(gzipped(data) if size in GZIP_SIZES else data)
+            raw = dump(req)
+            path.write_bytes(gzipped(raw) if size in GZIP_SIZES else raw)
             written.append(path)
             line = f"{path}: {len(req['cluster']['nodes'])} nodes, {len(req['jobs'])} jobs, {path.stat().st_size} bytes"
             if best:
@@ -352,12 +420,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-best", action="store_true", help="skip the long solves that write NAME.best.json")
     ap.add_argument("--best-time-s", type=float, default=None, help="one solve time for every size")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--data", type=Path, default=None,
+                    help="folder holding itp/ (Microsoft ITP traces), read by the loop family "
+                         "(default: $PLACEMENT_DATA)")
+    ap.add_argument("--table", action="store_true",
+                    help="print the README's table of the stored instances in --out instead of writing any")
     args = ap.parse_args(argv)
+    if args.table:
+        from placement.bench.library_table import markdown_table
+
+        print(markdown_table(args.out, [f"{f}-{s}" for f, s in stored()]))
+        return 0
     families = [f for f in args.families.split(",") if f]
     sizes = [s for s in args.sizes.split(",") if s]
     times = {s: args.best_time_s for s in SIZES} if args.best_time_s else None
     try:
-        write(args.out, families, sizes, not args.no_best, args.workers, times)
+        write(args.out, families, sizes, not args.no_best, args.workers, times, args.data)
+    except FileNotFoundError as exc:  # DataNotFound: the loop family without its trace
+        print(f"error: {exc}. The {', '.join(TRACE_FAMILIES)} family replays a trace; leave it out with "
+              f"--families (e.g. --families {','.join(f for f in FAMILIES if f not in TRACE_FAMILIES)})",
+              file=sys.stderr)
+        return 2
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
