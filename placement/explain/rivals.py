@@ -217,7 +217,10 @@ def _fits_without(problem: Problem, j: int, placement: Placement, usage: np.ndar
                 freed[n] += problem.tasks[t].demand * k
         cache[key] = (Placement(counts=counts, evicted=placement.evicted,
                                 shares={pair: v for pair, v in placement.shares.items() if pair in counts},
-                                mig_layouts=placement.mig_layouts, sharing_changes=placement.sharing_changes),
+                                mig_layouts=placement.mig_layouts, sharing_changes=placement.sharing_changes,
+                                instance_shares={pair: v for pair, v in placement.instance_shares.items()
+                                                 if pair in counts},
+                                shared_instances=placement.shared_instances),
                       problem.free - usage + freed)
     without, left = cache[key]
     return bool(fits(problem, j, left, without, topology=True))
