@@ -55,8 +55,16 @@ class Room:
     memory: int
 
 
+def all_nodes(ctx: Context) -> list[Node]:
+    """The nodes the planner weighs: the request's, then every node a pool may add, pool by pool (whether or
+    not the plan adds it)."""
+    offered = [pool.provisionable.materialise(pool.name, k) for pool in ctx.request.cluster.pools
+               if pool.provisionable is not None for k in range(pool.provisionable.max_nodes)]
+    return [*ctx.request.cluster.nodes, *offered]
+
+
 def rooms(ctx: Context) -> dict[str, Room]:
-    """Free room of every node of the request and every node the plan adds (nothing runs on those)."""
+    """Free room of every node the planner weighs (`all_nodes`; nothing runs on the added ones)."""
     if ctx.room_cache is not None:
         return ctx.room_cache
     stopped = {p.job for p in ctx.plan.preemptions if p.rule == "max_runtime"}  # gone before the planner looks
@@ -79,7 +87,7 @@ def rooms(ctx: Context) -> dict[str, Room]:
                  if any(i.sharing is not None for i in layout)}
     changes = ctx.request.policy.allow_mig_changes
     out: dict[str, Room] = {}
-    for n in ctx.nodes.values():
+    for n in all_nodes(ctx):
         taken = held.get(n.name, set()) | set(n.unhealthy_gpus)
         plain = sum(1 for g in range(n.gpus) if g not in taken and g not in n.mig and g not in n.sharing)
         idle = sum(1 for g in n.mig if g not in n.unhealthy_gpus and (n.name, g) not in occupied) if changes else 0

@@ -7,12 +7,13 @@ topology_levels and each node's topology fields and labels.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
-from placement_models import Node, PlacementRequest, Plan
+from placement_models import Job, Node, PlacementRequest, Plan, Task
 
-from placement.verify.context import Context, Expected, Resolved
-from placement.verify.fragmentation import whole_free_nodes
+from placement.verify.candidates import all_nodes, fits, may_grow, restricted, slots, whole_free
+from placement.verify.context import SCALE, SUMMED, Context, Expected, Resolved, Tally
 
 #: Levels read from node.topology; the NVLink domain falls back to GPU Feature Discovery's clique label.
 _TOPOLOGY_FIELDS = ("nvlink_domain", "rack", "block")
@@ -142,77 +143,156 @@ def topology_report(request: PlacementRequest, plan: Plan) -> dict[str, object]:
 
 
 # --------------------------------------------------------------------------------------------
-# The objective's topology terms (placement.verify.objective's registry reads them), w = weights.topology.
+# The objective's topology terms (placement.verify.objective's registry reads them), w = weights.topology, over
+# the domains of every node the planner weighs (the request's and every node a pool may add); each flag's
+# coefficient in model units (`Tally`).
 #
-# `topology.keep_whole`: per named level, each domain of two or more nodes whose GPUs were all free before
-# the plan (placement.verify.fragmentation) and into which the plan puts a whole-GPU pod costs w / L, L the
-# levels that have such free domains a GPU pod could enter (levels with as many domains count once). Which
-# free domains a pod could enter follows the planner's filter: L lies between the levels the plan breaks
-# into and the levels with free domains, and the term must match one of those. One unit a domain.
-# `topology.spread`: a gang touching k domains of its `preferred` level (or, with multi-node NVLink domains
-# and no preference, of nvlink_domain at 0.3 of w) costs w × (k − m), m ≥ 1 the domains it needs at least,
-# a bound on the planner's pod slots: so between −1.3 × w × (k − 1) and 0 (both may apply).
+# `topology.keep_whole`: per named level (levels with as many domains count once), each domain of two or more
+# nodes, all whole and free before the plan (placement.verify.candidates), into which the plan puts a whole-GPU
+# pod costs w / L, L the levels where some such domain could take a whole-GPU pod of a pending task (a
+# candidate node in it). The levels the plan breaks into are among them; the others follow the planner's
+# candidates, and where those are not derived (placement.verify.candidates) the term may take each L between.
+# `topology.spread`: a placed gang of two or more pods touching k domains of its `preferred` level (narrower
+# than a `required` one) costs w × (k − m), m = max(1, ⌈needed pods / the most pod slots its candidates offer in
+# one domain of that level⌉); a GPU gang with no preference (and not required inside one NVLink domain) pays
+# the same at nvlink_domain at 0.3 × w when a candidate of a GPU task lies in a multi-node NVLink domain. Where
+# the candidates or their slots are not derived, m lies between what the sure and the possible candidates
+# give (up to k on a trimmed model), and the implicit NVLink term may or may not apply: each value is listed.
 # `topology.bandwidth` is computed by decode from the in-node GPU graphs (placement.topology) and not derived here.
 
 IMPLICIT_NVLINK = 0.3
+NVLINK = "nvlink_domain"
+#: Most distinct values the spread term is checked against; beyond, their range.
+MAX_VALUES = 256
 
 
-def _labelled(ctx: Context) -> bool:
-    """Does every node name its domain at every level? Elsewhere the planner's domains (placement.topology)
-    may group what the verifier keeps apart, and neither term is derived."""
-    levels = ctx.request.cluster.topology_levels
-    return bool(levels) and all(_node_label(n, level) is not None for n in ctx.nodes.values() for level in levels)
+def _height(levels: list[str], name: str) -> int:
+    return 0 if name == "node" else 1 + levels.index(name) if name in levels else len(levels) + 1
+
+
+def _weighed(ctx: Context) -> tuple[dict[str, Node], dict[str, dict[str, str]]]:
+    """The nodes the planner weighs by name, and their domains per level."""
+    nodes = {n.name: n for n in all_nodes(ctx)}
+    return nodes, topology_domains(ctx.request, list(nodes.values()))
+
+
+def _could_take(ctx: Context, job: Job, task: Task, node: Node) -> bool | None:
+    """Is `node` a candidate of the task in the planner's model? None: maybe (a trimmed model, unknown room)."""
+    spot = next((p.capacity_type == "spot" for p in ctx.request.cluster.pools if p.name == node.pool), False)
+    found = fits(ctx, job, task, node, spot)
+    return None if found and restricted(ctx) else found
 
 
 def check_keep_whole_term(ctx: Context) -> list[Expected] | None:
     weight = ctx.request.policy.weights.topology
     if weight == 0:
         return [Expected.exact(0.0)]
-    if not _labelled(ctx):
-        return None
-    free = whole_free_nodes(ctx)
-    domains = domains_of(ctx)
-    whole = {r.node.name for r in ctx.resolved if r.task.gpus > 0 and r.task.mig_profile is None
-             and r.task.gpu_share is None}
-    eligible, broken, seen = 0, [], set()
+    nodes, domains = _weighed(ctx)
+    free = {name for name, n in nodes.items() if whole_free(ctx, n)}
+    hit = {r.node.name for r in ctx.resolved if r.task.gpus > 0 and r.task.mig_profile is None
+           and r.task.gpu_share is None}
+    gpu_tasks = [(job, task) for job in ctx.request.jobs for task in job.tasks
+                 if task.gpus > 0 and task.mig_profile is None and task.gpu_share is None]
+    sure, maybe, broken, seen = 0, 0, 0, set()
     for level in ctx.request.cluster.topology_levels:
-        of = domains.get(level, {})
         members: dict[str, list[str]] = {}
-        for node, d in of.items():
+        for node, d in domains[level].items():
             members.setdefault(d, []).append(node)
         if len(members) in seen:
             continue
         seen.add(len(members))
-        empty = [d for d, ns in members.items() if len(ns) > 1 and all(n in free for n in ns)]
-        if empty:
-            eligible += 1
-            hit = sum(1 for d in empty if any(n in whole for n in members[d]))
-            if hit:
-                broken.append(hit)
-    count = sum(broken)
-    if not count:
+        empty = [ns for ns in members.values() if len(ns) > 1 and all(n in free for n in ns)]
+        broken += sum(1 for ns in empty if any(n in hit for n in ns))
+        enter = {_could_take(ctx, job, task, nodes[n]) for ns in empty for n in ns for job, task in gpu_tasks}
+        if any(n in hit for ns in empty for n in ns) or True in enter:
+            sure += 1
+        elif None in enter:
+            maybe += 1
+    if not broken:
         return [Expected.exact(0.0)]
-    return [Expected.exact(-weight * count / levels, count) for levels in range(len(broken), eligible + 1)]
+    out = []
+    for levels in range(max(1, sure), sure + maybe + 1):
+        total = Tally()
+        total.add(-1.0 / levels, broken, weight)
+        out.append(total.expected())
+    return out
 
 
 def check_spread_term(ctx: Context) -> list[Expected] | None:
     weight = ctx.request.policy.weights.topology
-    levels = ctx.request.cluster.topology_levels
-    if not _labelled(ctx):
-        return None
-    domains = domains_of(ctx)
-    low = 0.0
-    units = 0
-    for job, pods in ctx.job_nodes().items():
-        spec = ctx.pending_jobs[job].topology
-        level = spec.preferred if spec is not None and spec.preferred else "nvlink_domain"
-        w = weight * (1.0 + IMPLICIT_NVLINK)  # a preference's term, and NVLink's beside it where both apply
-        if level not in levels:
-            continue
-        touched = {domains[level].get(r.node.name) for r in pods}
-        low -= w * (len(touched) - 1)
-        units += len(touched) + 1
-    return [Expected(low, 0.0, units)]
+    levels = list(ctx.request.cluster.topology_levels)
+    if weight == 0 or not levels:
+        return [Expected.exact(0.0)]
+    nodes, domains = _weighed(ctx)
+    sums: dict[int, int] = {0: 0}  # model units -> unsure units, over the jobs so far
+    for job_name, pods in ctx.job_nodes().items():
+        job = ctx.pending_jobs[job_name]
+        for level, w, applies in _spreads(ctx, job, levels, nodes, domains):
+            touched = len({domains[level][r.node.name] for r in pods})
+            low, high = _minimum(ctx, job, level, nodes, domains, touched)
+            options: dict[int, int] = {0: 0} if applies is None else {}
+            for m in range(low, high + 1):
+                tally = Tally()
+                tally.add(-1.0, touched, w)
+                tally.add(float(m), 1, w)
+                options[tally.units] = max(options.get(tally.units, 0), tally.unsure)
+            sums = {a + b: max(sums.get(a + b, 0), u + v) for a, u in sums.items() for b, v in options.items()}
+            if len(sums) > MAX_VALUES:  # too many combinations to list: their range
+                return [Expected(min(sums) / SCALE, max(sums) / SCALE, 2 * max(sums.values()), SUMMED)]
+    return [Expected(units / SCALE, units / SCALE, 2 * unsure, SUMMED) for units, unsure in sorted(sums.items())]
+
+
+def _spreads(ctx: Context, job: Job, levels: list[str], nodes: dict[str, Node],
+             domains: dict[str, dict[str, str]]) -> list[tuple[str, float, bool | None]]:
+    """The spread terms a placed job carries: (level, weight, applies: True, or None where it may be absent)."""
+    weight = ctx.request.policy.weights.topology
+    spec = job.topology
+    out: list[tuple[str, float, bool | None]] = []
+    if NVLINK in levels and job.pods >= 2 and (spec is None or spec.preferred is None) and not (
+            spec is not None and spec.required is not None and _height(levels, spec.required) <= _height(levels,
+                                                                                                      NVLINK)):
+        tasks = [t for t in job.tasks if t.gpus > 0]
+        sizes: dict[str, int] = {}
+        for d in domains[NVLINK].values():
+            sizes[d] = sizes.get(d, 0) + 1
+        wide = [n for n in nodes.values() if sizes[domains[NVLINK][n.name]] > 1]
+        found = {_could_take(ctx, job, t, n) for t in tasks for n in wide}
+        placed_wide = any(r.task.gpus > 0 and r.node.name in {n.name for n in wide}
+                          for r in ctx.job_nodes()[job.name])
+        if placed_wide or True in found:
+            out.append((NVLINK, weight * IMPLICIT_NVLINK, True))
+        elif None in found:
+            out.append((NVLINK, weight * IMPLICIT_NVLINK, None))
+    if spec is not None and spec.preferred is not None and spec.preferred in levels and job.pods > 1 and (
+            spec.required is None or _height(levels, spec.preferred) < _height(levels, spec.required)):
+        out.append((spec.preferred, weight, True))
+    return out
+
+
+def _minimum(ctx: Context, job: Job, level: str, nodes: dict[str, Node], domains: dict[str, dict[str, str]],
+             touched: int) -> tuple[int, int]:
+    """(least, most) m, the domains the gang needs at least by the pod slots its candidates offer in one domain
+    (the most over domains): pairs the verifier knows are in the model with their exact slots bound m from
+    above; every pair that may be, at its most (all replicas where evictions or devices decide), from below."""
+    sure: dict[str, int] = {}
+    possible: dict[str, int] = {}
+    exact_room = not may_grow(ctx) and not job.right_size
+    for task in job.tasks:
+        known = exact_room and task.mig_profile is None and task.gpu_share is None
+        for node in nodes.values():
+            spot = next((p.capacity_type == "spot" for p in ctx.request.cluster.pools if p.name == node.pool), False)
+            found = fits(ctx, job, task, node, spot)
+            if found is False:
+                continue
+            d = domains[level][node.name]
+            room = slots(ctx, task, node) if found and known else task.replicas
+            if found and known and not restricted(ctx):
+                sure[d] = sure.get(d, 0) + room
+            possible[d] = possible.get(d, 0) + room
+    most, least = max(possible.values(), default=0), max(sure.values(), default=0)
+    low = max(1, math.ceil(job.needed / max(1, most)))
+    high = max(1, math.ceil(job.needed / least)) if least else max(low, touched)
+    return low, max(low, high)
 
 
 def check_bandwidth_term(ctx: Context) -> list[Expected] | None:
