@@ -31,7 +31,10 @@ from placement_models import Job, Node, Task
 
 from placement.catalog import lookup
 from placement.verify.context import Context
-from placement.verify.priority import allowed
+from placement.verify.selectors import allowed, effective_labels
+
+#: The label every node carries with its own name.
+HOSTNAME = "kubernetes.io/hostname"
 
 
 def cpu_units(cores: float, demand: bool) -> int:
@@ -65,8 +68,8 @@ def all_nodes(ctx: Context) -> list[Node]:
 
 def rooms(ctx: Context) -> dict[str, Room]:
     """Free room of every node the planner weighs (`all_nodes`; nothing runs on the added ones)."""
-    if ctx.room_cache is not None:
-        return ctx.room_cache
+    if "rooms" in ctx.memo:
+        return ctx.memo["rooms"]  # type: ignore[no-any-return]
     stopped = {p.job for p in ctx.plan.preemptions if p.rule == "max_runtime"}  # gone before the planner looks
     held: dict[str, set[int]] = {}
     occupied: set[tuple[str, int]] = set()  # partitioned GPUs holding a running instance
@@ -93,7 +96,7 @@ def rooms(ctx: Context) -> dict[str, Room]:
         idle = sum(1 for g in n.mig if g not in n.unhealthy_gpus and (n.name, g) not in occupied) if changes else 0
         out[n.name] = Room(plain + idle, max(0, cpu_units(n.cpu, False) - cpu.get(n.name, 0)),
                            max(0, mem_units(n.memory_gib, False) - mem.get(n.name, 0)))
-    ctx.room_cache = out
+    ctx.memo["rooms"] = out
     return out
 
 
@@ -149,3 +152,86 @@ def fits(ctx: Context, job: Job, task: Task, node: Node, spot: bool) -> bool | N
     if slots(ctx, task, node) >= 1:
         return True
     return None if may_grow(ctx) else False
+
+
+@dataclass(frozen=True)
+class NodeClass:
+    """Nodes the filter cannot tell apart: the same labels (but their names), taints, pool, GPU model and count,
+    free room, and all of the request or all added by a pool. `members` in the planner's node order."""
+
+    members: tuple[Node, ...]
+    spot: bool
+    added: bool
+
+    @property
+    def node(self) -> Node:
+        return self.members[0]
+
+
+def classes(ctx: Context) -> list[NodeClass]:
+    """Every node the planner weighs, in classes (a node is its own class where a selector names a node)."""
+    if "classes" in ctx.memo:
+        return ctx.memo["classes"]  # type: ignore[no-any-return]
+    pools = {p.name: p for p in ctx.request.cluster.pools}
+    by_name = any(HOSTNAME in t.node_selector for j in ctx.request.jobs for t in j.tasks)
+    room = rooms(ctx)
+    real = len(ctx.request.cluster.nodes)
+    groups: dict[tuple[object, ...], list[Node]] = {}
+    for i, n in enumerate(all_nodes(ctx)):
+        labels = {k: v for k, v in effective_labels(n).items() if k != HOSTNAME or by_name}
+        key = (tuple(sorted(labels.items())), tuple((t.key, t.value, t.effect) for t in n.taints), n.pool,
+               n.gpu_model, n.gpus, room[n.name], i >= real)
+        groups.setdefault(key, []).append(n)
+    out = [NodeClass(tuple(ms), bool(ms[0].pool in pools and pools[ms[0].pool].capacity_type == "spot"),
+                     key[-1] is True) for key, ms in groups.items()]
+    ctx.memo["classes"] = out
+    return out
+
+
+#: (class, fits: True or None for maybe, pods one node of the class takes from its free room)
+Offer = tuple[NodeClass, "bool | None", int]
+
+
+def class_of(ctx: Context, name: str) -> NodeClass:
+    """The class of a node the planner weighs, by name."""
+    if "class_of" not in ctx.memo:
+        ctx.memo["class_of"] = {n.name: c for c in classes(ctx) for n in c.members}
+    return ctx.memo["class_of"][name]  # type: ignore[no-any-return]
+
+
+def signature(job: Job, task: Task) -> tuple[object, ...]:
+    """Everything of a task and its job the filter reads: tasks of one signature have the same candidates."""
+    return (job.spot_ok, tuple(sorted(task.node_selector.items())),
+            tuple(t.model_dump_json() for t in task.tolerations), task.gpus, task.cpu, task.memory_gib,
+            task.gpu_memory_gib, task.mig_profile, task.gpu_share, task.replicas)
+
+
+def offers(ctx: Context, job: Job, task: Task) -> list[Offer]:
+    """The node classes that are or may be candidates of the task (`fits` not False), computed once per task
+    signature."""
+    key = ("offers", *signature(job, task))
+    if key not in ctx.memo:
+        found: list[Offer] = []
+        for c in classes(ctx):
+            ok = fits(ctx, job, task, c.node, c.spot)
+            if ok is not False:
+                found.append((c, ok, slots(ctx, task, c.node) if ok else 0))
+        ctx.memo[key] = found
+    return ctx.memo[key]  # type: ignore[no-any-return]
+
+
+def pod_room(ctx: Context, job: Job, task: Task, exact: bool) -> dict[str, int]:
+    """Node -> the pods of the task its candidates take: `exact` the sure candidates' free-room slots where
+    those are the planner's (no evictions, whole-GPU or CPU pods), else at most every replica on each node
+    that may be one. Once per task signature and kind."""
+    key = ("pod_room", exact, *signature(job, task))
+    if key not in ctx.memo:
+        known = not may_grow(ctx) and task.mig_profile is None and task.gpu_share is None
+        out: dict[str, int] = {}
+        for c, found, pods in offers(ctx, job, task):
+            if exact and not (found and known):
+                continue
+            for n in c.members:
+                out[n.name] = pods if found and known else task.replicas
+        ctx.memo[key] = out
+    return ctx.memo[key]  # type: ignore[no-any-return]

@@ -48,8 +48,9 @@ class Context:
     evicted: set[str] = field(default_factory=set)
     #: views several rules read, each computed once per check; `topology.domains_of` fills the first
     domain_cache: dict[str, dict[str, str]] | None = field(default=None, repr=False)
-    #: node -> its free room before the plan (`candidates.rooms` fills it)
-    room_cache: dict[str, Any] | None = field(default=None, repr=False)
+    #: derived views other modules compute once per check, by name (placement.verify.candidates' node rooms,
+    #: node classes and task offers, placement.verify.priority's tiers)
+    memo: dict[str, Any] = field(default_factory=dict, repr=False)
     _job_nodes: dict[str, list[Resolved]] | None = field(default=None, repr=False)
 
     def job_nodes(self) -> dict[str, list[Resolved]]:

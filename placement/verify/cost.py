@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from placement_models import Job, Node, Pool
 
-from placement.verify.candidates import fits, restricted
+from placement.verify.candidates import offers, restricted
 from placement.verify.context import FLOAT_SUM, SUMMED, Context, Expected, Resolved, Tally, num, pod_name
 from placement.verify.priority import pod_values, tiers
 from placement.verify.quota import assigned_gpus
@@ -290,7 +290,7 @@ def _compute_bounds(ctx: Context, classes: dict[int, float] | None,
     """`cost.compute` over the class weights `classes` (None: the premium cap is not known, bounds only)."""
     pools = {p.name: p for p in ctx.request.cluster.pools}
     weight = ctx.request.policy.weights.cost
-    price, spot = _pricing(pools)
+    price, _ = _pricing(pools)
     exact = Tally()
     low = high = 0.0
     loose = 0
@@ -305,7 +305,7 @@ def _compute_bounds(ctx: Context, classes: dict[int, float] | None,
             earns = ctx.request.policy.weights.priority * classes.get(r.job.priority, 0.0) * values[r.job.name,
                                                                                                   r.task.name]
             cap = PREMIUM_CAP * earns / weight
-        known, least, most = _existing(ctx, r, g, price, spot)
+        known, least, most = _existing(ctx, r, g, price)
         if known is not None and not r.right_sized:
             exact.add(-(min(full - known, cap) if not math.isnan(known) else full), 1, weight)
             continue
@@ -322,19 +322,16 @@ def _compute_bounds(ctx: Context, classes: dict[int, float] | None,
     return Expected(value + low, value + high, 2 * exact.unsure + loose, SUMMED if not loose else FLOAT_SUM)
 
 
-def _existing(ctx: Context, r: Resolved, g: float, price: Callable[[Node], float],
-              spot: Callable[[Node], bool]) -> tuple[float | None, float, float]:
+def _existing(ctx: Context, r: Resolved, g: float,
+              price: Callable[[Node], float]) -> tuple[float | None, float, float]:
     """(the cheapest existing candidate's compute cost for the pod where the verifier knows the candidates, else
     None; NaN when there is none), and the least and most the cheapest may be over the nodes that may be
     candidates (NaN when none may be): placement.verify.candidates says when the candidates are known."""
     sure: list[float] = []
     maybe: list[float] = []
-    for n in ctx.request.cluster.nodes:
-        found = fits(ctx, r.job, r.task, n, spot(n))
-        if found is False:
-            continue
-        cost = price(n) * g * _runtime(r.job)
-        (sure if found else maybe).append(cost)
+    for c, found, _ in offers(ctx, r.job, r.task):
+        if not c.added:
+            (sure if found else maybe).append(price(c.node) * g * _runtime(r.job))
     possible = sure + maybe
     least = min(possible) if possible else math.nan
     most = max(possible) if possible else math.nan

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from placement_models import Job, Node, Task
 
-from placement.verify.candidates import cpu_units, may_grow, mem_units, restricted, rooms, statically_allowed
+from placement.verify.candidates import class_of, cpu_units, may_grow, mem_units, offers, restricted, rooms, signature
 from placement.verify.candidates import whole_free as is_whole_free
 from placement.verify.context import FLOAT_SUM, SUMMED, Context, Expected, Tally
 from placement.verify.priority import mig_fraction_on, pod_values, tiers
@@ -114,16 +114,21 @@ def _kind(task: Task, is_mig: bool) -> bool:
 
 
 def _may_go(ctx: Context, job: Job, task: Task, node: Node, is_mig: bool) -> bool | None:
-    """Could the planner have offered the whole free `node` to a MIG or share task? None: maybe."""
-    pools = {p.name: p for p in ctx.request.cluster.pools}
-    pool = pools.get(node.pool) if node.pool else None
-    if not statically_allowed(job, task, node, pool is not None and pool.capacity_type == "spot"):
-        return False
-    if is_mig and not mig_fraction_on(task, node):
-        return False
-    room = rooms(ctx)[node.name]
-    if room.cpu < cpu_units(task.cpu, True) or room.memory < mem_units(task.memory_gib, True):
-        return None if may_grow(ctx) else False
-    if restricted(ctx) or not is_mig or ctx.request.policy.max_mig_changes == 0:
-        return None  # a trimmed model, the share's own room, or no change allowed: not derived
-    return True
+    """Could the planner have offered the whole free `node` to a MIG or share task? None: maybe. Once per task
+    signature and node class."""
+    where = class_of(ctx, node.name)
+    key = ("breaks", *signature(job, task), id(where))
+    if key not in ctx.memo:
+        found: bool | None = False
+        if any(c is where for c, _, _ in offers(ctx, job, task)):
+            room = rooms(ctx)[node.name]
+            if is_mig and not mig_fraction_on(task, node):
+                found = False
+            elif room.cpu < cpu_units(task.cpu, True) or room.memory < mem_units(task.memory_gib, True):
+                found = None if may_grow(ctx) else False
+            elif restricted(ctx) or not is_mig or ctx.request.policy.max_mig_changes == 0:
+                found = None  # a trimmed model, the share's own room, or no change allowed: not derived
+            else:
+                found = True
+        ctx.memo[key] = found
+    return ctx.memo[key]  # type: ignore[no-any-return]

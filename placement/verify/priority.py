@@ -19,9 +19,11 @@ instance's memory slices over its GPU's, the smallest over the nodes its selecto
 
 **Which jobs the planner weighed.** It drops a job no plan could ever place before it weighs the
 classes (such a job changes nothing), and the plan lists it as pending with a reason about the job
-alone. Which pending jobs those are is the planner's call, so the weights are derived for every subset of
-the pending jobs whose constraint says they cannot fit by themselves (`NEVER_FITS`) taken as dropped, up
-to `MAX_DROPPED` such jobs (beyond, the weights are not derived); a term must match one of them.
+alone. placement.verify.screen runs the planner's tests again: the jobs that fail them for certain are
+dropped; for those it cannot decide (evictions, MIG or shared devices decide their room), the weights are
+derived for every subset of them the plan lists as pending with a constraint saying they cannot fit by
+themselves (`NEVER_FITS`), up to `MAX_DROPPED` such jobs (beyond, the weights are not derived); a term
+must match one of them.
 
 Not derived here (the checker says nothing, and the terms that read the weights too): requests with a
 `right_size` job (the usage stage offers MIG twins the weights count), and MIG tasks whose profile is
@@ -42,9 +44,11 @@ from itertools import combinations
 from placement_models import Job, Node, Task
 
 from placement.catalog import mig_geometry
+from placement.verify.candidates import classes
 from placement.verify.context import Context, Expected, Tally
 from placement.verify.quota import quota_scopes
-from placement.verify.selectors import BLOCKING_EFFECTS, effective_labels
+from placement.verify.screen import screened
+from placement.verify.selectors import allowed
 
 CPU_POD_VALUE = 0.01
 TOP_WEIGHT = 10.0
@@ -65,15 +69,6 @@ class Tiers:
     capped: bool = False
 
 
-def allowed(task: Task, node: Node) -> bool:
-    """Does the task's node selector match the node and does it tolerate the node's blocking taints?"""
-    labels = effective_labels(node)
-    if any(labels.get(k) != v for k, v in task.node_selector.items()):
-        return False
-    return all(any(t.tolerates(taint) for t in task.tolerations)
-               for taint in node.taints if taint.effect in BLOCKING_EFFECTS)
-
-
 def mig_fraction_on(task: Task, node: Node) -> float | None:
     """The part of a GPU the task's MIG instance takes on the node's model (None: no such instance there)."""
     geo = mig_geometry(node.gpu_model) if node.gpu_model else None
@@ -90,8 +85,12 @@ def task_value(ctx: Context, task: Task) -> float | None:
         return float(task.gpu_share)
     if task.mig_profile is None:
         return float(task.gpus)
-    fractions = {f for n in ctx.request.cluster.nodes if allowed(task, n)
-                 for f in [mig_fraction_on(task, n)] if f is not None}
+    key = ("mig_fractions", task.mig_profile, task.gpu_memory_gib, tuple(sorted(task.node_selector.items())),
+           tuple(t.model_dump_json() for t in task.tolerations))
+    if key not in ctx.memo:  # once per profile and filter, over the request's nodes by class
+        ctx.memo[key] = {f for c in classes(ctx) if not c.added and allowed(task, c.node)
+                         for f in [mig_fraction_on(task, c.node)] if f is not None}
+    fractions = set(ctx.memo[key])
     if len(fractions) > 1:
         return None
     return (fractions.pop() if fractions else 0.0) * (task.gpu_share if task.gpu_share is not None else 1.0)
@@ -107,15 +106,24 @@ def nominal_teams(ctx: Context) -> set[str]:
 
 
 def tiers(ctx: Context) -> list[Tiers] | None:
-    """The class weights over each job set the planner may have weighed (module docstring); None: not derived."""
+    """The class weights over each job set the planner may have weighed (module docstring); None: not derived.
+    Computed once per check: most terms read them."""
+    if "tiers" not in ctx.memo:
+        ctx.memo["tiers"] = _all_tiers(ctx)
+    return ctx.memo["tiers"]  # type: ignore[no-any-return]
+
+
+def _all_tiers(ctx: Context) -> list[Tiers] | None:
     request = ctx.request
     if any(job.right_size for job in request.jobs):
         return None
-    dropped = sorted({p.job for p in ctx.plan.pending if p.constraint in NEVER_FITS} & ctx.pending_jobs.keys())
+    gone, unsure = screened(ctx)
+    named = {p.job for p in ctx.plan.pending if p.constraint in NEVER_FITS}
+    dropped = sorted(unsure & named)  # a job the screen may have dropped is pending as one that cannot fit
     if len(dropped) > MAX_DROPPED:
         return None
-    sets = [tuple(job for job in request.jobs if job.name not in gone)
-            for k in range(len(dropped) + 1) for gone in map(set, combinations(dropped, k))]
+    sets = [tuple(job for job in request.jobs if job.name not in gone | set(more))
+            for k in range(len(dropped) + 1) for more in combinations(dropped, k)]
     out = []
     for jobs in sets:
         found = _tiers(ctx, jobs)
@@ -172,14 +180,21 @@ def _tiers(ctx: Context, jobs: tuple[Job, ...]) -> Tiers | None:
 
 
 def pod_values(ctx: Context) -> dict[tuple[str, str], float] | None:
-    """(job, task) -> one pod's value for every task of a pending job; None when some value is not derived."""
-    out: dict[tuple[str, str], float] = {}
+    """(job, task) -> one pod's value for every task of a pending job; None when some value is not derived.
+    Computed once per check."""
+    if "pod_values" in ctx.memo:
+        return ctx.memo["pod_values"]  # type: ignore[no-any-return]
+    out: dict[tuple[str, str], float] | None = {}
     for job in ctx.request.jobs:
         for task in job.tasks:
             gpus = task_value(ctx, task)
             if gpus is None:
-                return None
+                out = None
+                break
             out[job.name, task.name] = pod_value(gpus)
+        if out is None:
+            break
+    ctx.memo["pod_values"] = out
     return out
 
 

@@ -4,7 +4,7 @@ blocking taints it tolerates.
 
 from __future__ import annotations
 
-from placement_models import Node
+from placement_models import Node, Task
 
 from placement.catalog import lookup
 from placement.verify.context import Context, pod_name
@@ -28,6 +28,15 @@ def effective_labels(node: Node) -> dict[str, str]:
             labels["placement/gpu-model"] = model.name
     labels.update(node.labels)
     return labels
+
+
+def allowed(task: Task, node: Node) -> bool:
+    """Does the task's node selector match the node and does it tolerate the node's blocking taints?"""
+    labels = effective_labels(node)
+    if any(labels.get(k) != v for k, v in task.node_selector.items()):
+        return False
+    return all(any(t.tolerates(taint) for t in task.tolerations)
+               for taint in node.taints if taint.effect in BLOCKING_EFFECTS)
 
 
 def check_selector(ctx: Context) -> list[str]:

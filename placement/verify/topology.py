@@ -12,7 +12,7 @@ from collections import Counter
 
 from placement_models import Job, Node, PlacementRequest, Plan, Task
 
-from placement.verify.candidates import all_nodes, fits, may_grow, restricted, slots, whole_free
+from placement.verify.candidates import NodeClass, all_nodes, offers, pod_room, restricted, signature, whole_free
 from placement.verify.context import SCALE, SUMMED, Context, Expected, Resolved, Tally
 
 #: Levels read from node.topology; the NVLink domain falls back to GPU Feature Discovery's clique label.
@@ -176,11 +176,19 @@ def _weighed(ctx: Context) -> tuple[dict[str, Node], dict[str, dict[str, str]]]:
     return nodes, topology_domains(ctx.request, list(nodes.values()))
 
 
-def _could_take(ctx: Context, job: Job, task: Task, node: Node) -> bool | None:
-    """Is `node` a candidate of the task in the planner's model? None: maybe (a trimmed model, unknown room)."""
-    spot = next((p.capacity_type == "spot" for p in ctx.request.cluster.pools if p.name == node.pool), False)
-    found = fits(ctx, job, task, node, spot)
-    return None if found and restricted(ctx) else found
+def _entered(ctx: Context, tasks: list[tuple[Job, Task]]) -> tuple[set[str], set[str]]:
+    """(nodes surely a candidate of one of the tasks in the planner's model, nodes that may be one)."""
+    sure: dict[int, NodeClass] = {}
+    maybe: dict[int, NodeClass] = {}
+    seen: set[tuple[object, ...]] = set()
+    for job, task in tasks:
+        if signature(job, task) in seen:
+            continue
+        seen.add(signature(job, task))
+        for c, found, _ in offers(ctx, job, task):
+            (sure if found and not restricted(ctx) else maybe)[id(c)] = c
+    could = {n.name for c in sure.values() for n in c.members}
+    return could, {n.name for c in maybe.values() for n in c.members} - could
 
 
 def check_keep_whole_term(ctx: Context) -> list[Expected] | None:
@@ -193,6 +201,7 @@ def check_keep_whole_term(ctx: Context) -> list[Expected] | None:
            and r.task.gpu_share is None}
     gpu_tasks = [(job, task) for job in ctx.request.jobs for task in job.tasks
                  if task.gpus > 0 and task.mig_profile is None and task.gpu_share is None]
+    could, might = _entered(ctx, gpu_tasks)
     sure, maybe, broken, seen = 0, 0, 0, set()
     for level in ctx.request.cluster.topology_levels:
         members: dict[str, list[str]] = {}
@@ -203,10 +212,10 @@ def check_keep_whole_term(ctx: Context) -> list[Expected] | None:
         seen.add(len(members))
         empty = [ns for ns in members.values() if len(ns) > 1 and all(n in free for n in ns)]
         broken += sum(1 for ns in empty if any(n in hit for n in ns))
-        enter = {_could_take(ctx, job, task, nodes[n]) for ns in empty for n in ns for job, task in gpu_tasks}
-        if any(n in hit for ns in empty for n in ns) or True in enter:
+        inside = {n for ns in empty for n in ns}
+        if inside & (hit | could):
             sure += 1
-        elif None in enter:
+        elif inside & might:
             maybe += 1
     if not broken:
         return [Expected.exact(0.0)]
@@ -229,7 +238,7 @@ def check_spread_term(ctx: Context) -> list[Expected] | None:
         job = ctx.pending_jobs[job_name]
         for level, w, applies in _spreads(ctx, job, levels, nodes, domains):
             touched = len({domains[level][r.node.name] for r in pods})
-            low, high = _minimum(ctx, job, level, nodes, domains, touched)
+            low, high = _minimum(ctx, job, level, domains, touched)
             options: dict[int, int] = {0: 0} if applies is None else {}
             for m in range(low, high + 1):
                 tally = Tally()
@@ -256,12 +265,12 @@ def _spreads(ctx: Context, job: Job, levels: list[str], nodes: dict[str, Node],
         for d in domains[NVLINK].values():
             sizes[d] = sizes.get(d, 0) + 1
         wide = [n for n in nodes.values() if sizes[domains[NVLINK][n.name]] > 1]
-        found = {_could_take(ctx, job, t, n) for t in tasks for n in wide}
-        placed_wide = any(r.task.gpus > 0 and r.node.name in {n.name for n in wide}
-                          for r in ctx.job_nodes()[job.name])
-        if placed_wide or True in found:
+        could, might = _entered(ctx, [(job, t) for t in tasks])
+        wide_names = {n.name for n in wide}
+        placed_wide = any(r.task.gpus > 0 and r.node.name in wide_names for r in ctx.job_nodes()[job.name])
+        if placed_wide or wide_names & could:
             out.append((NVLINK, weight * IMPLICIT_NVLINK, True))
-        elif None in found:
+        elif wide_names & might:
             out.append((NVLINK, weight * IMPLICIT_NVLINK, None))
     if spec is not None and spec.preferred is not None and spec.preferred in levels and job.pods > 1 and (
             spec.required is None or _height(levels, spec.preferred) < _height(levels, spec.required)):
@@ -269,30 +278,36 @@ def _spreads(ctx: Context, job: Job, levels: list[str], nodes: dict[str, Node],
     return out
 
 
-def _minimum(ctx: Context, job: Job, level: str, nodes: dict[str, Node], domains: dict[str, dict[str, str]],
+def _minimum(ctx: Context, job: Job, level: str, domains: dict[str, dict[str, str]],
              touched: int) -> tuple[int, int]:
     """(least, most) m, the domains the gang needs at least by the pod slots its candidates offer in one domain
     (the most over domains): pairs the verifier knows are in the model with their exact slots bound m from
     above; every pair that may be, at its most (all replicas where evictions or devices decide), from below."""
     sure: dict[str, int] = {}
     possible: dict[str, int] = {}
-    exact_room = not may_grow(ctx) and not job.right_size
     for task in job.tasks:
-        known = exact_room and task.mig_profile is None and task.gpu_share is None
-        for node in nodes.values():
-            spot = next((p.capacity_type == "spot" for p in ctx.request.cluster.pools if p.name == node.pool), False)
-            found = fits(ctx, job, task, node, spot)
-            if found is False:
+        for exact, into in ((True, sure), (False, possible)):
+            if exact and (restricted(ctx) or job.right_size):
                 continue
-            d = domains[level][node.name]
-            room = slots(ctx, task, node) if found and known else task.replicas
-            if found and known and not restricted(ctx):
-                sure[d] = sure.get(d, 0) + room
-            possible[d] = possible.get(d, 0) + room
+            for d, pods in _domain_room(ctx, job, task, level, domains, exact).items():
+                into[d] = into.get(d, 0) + pods
     most, least = max(possible.values(), default=0), max(sure.values(), default=0)
     low = max(1, math.ceil(job.needed / max(1, most)))
     high = max(1, math.ceil(job.needed / least)) if least else max(low, touched)
     return low, max(low, high)
+
+
+def _domain_room(ctx: Context, job: Job, task: Task, level: str, domains: dict[str, dict[str, str]],
+                 exact: bool) -> dict[str, int]:
+    """Domain -> the pods of the task its candidates there take (placement.verify.candidates' `pod_room`)."""
+    key = ("domain_room", level, exact, *signature(job, task))
+    if key not in ctx.memo:
+        out: dict[str, int] = {}
+        for node, pods in pod_room(ctx, job, task, exact).items():
+            d = domains[level][node]
+            out[d] = out.get(d, 0) + pods
+        ctx.memo[key] = out
+    return ctx.memo[key]  # type: ignore[no-any-return]
 
 
 def check_bandwidth_term(ctx: Context) -> list[Expected] | None:
