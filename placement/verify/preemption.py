@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from placement_models import Job, RunningJob
 
-from placement.verify.context import EPS, SCALE, Context, Expected, max_runtime
-from placement.verify.priority import tiers
+from placement.verify.context import EPS, SCALE, Context, Expected, Tally, max_runtime
+from placement.verify.priority import Tiers, tiers
 from placement.verify.quota import Scope, quota_scopes, team_gpus
 
 RULES = ("within_team", "reclaim_within_cohort", "borrow_within_cohort")
@@ -169,21 +169,156 @@ def _disallowed(ctx: Context, rule: str, job: Job, rj: RunningJob, landed: set[s
 
 
 def check_preemption_term(ctx: Context) -> list[Expected] | None:
-    """`preemption`: each victim the plan chooses (not one stopped for `max_runtime_h`, which costs nothing)
-    costs at least one model unit, and the victims on one node together at most weights.preemption ×
-    weights.priority × one GPU of the cheapest class that may preempt them (compile's ladder of priority,
-    count, lost work and recency lies within). The class is bounded by the highest class weight
-    (placement.verify.priority), so the term lies between −Σ over victims' nodes of that bound and −victims ×
-    1/SCALE; the ladder itself is not derived."""
+    """`preemption`: −Σ over the victims the plan chooses (not one stopped for `max_runtime_h`, which costs
+    nothing) of its eviction cost, derived as the planner does (placement.compile.preemption's ladder) over the
+    running jobs some weighed pending job may preempt (`preemptable`), each cost in whole model units (at least
+    one). Once per job set the class weights may have been derived over (placement.verify.priority)."""
     victims = {p.job for p in ctx.plan.preemptions if p.rule != "max_runtime"} & ctx.running_jobs
     if not victims:
         return [Expected.exact(0.0)]
     found = tiers(ctx)
     if found is None:
         return None
+    out = []
+    for tier in found:
+        costs = eviction_costs(ctx, tier)
+        if not victims <= costs.keys():
+            continue  # a victim no weighed job may preempt: not this job set (the preemption rule reports it)
+        total = Tally()
+        for name in victims:
+            total.add(-costs[name])
+        out.append(total.expected())
+    return out or None
+
+
+#: Share of the lower tiers (δ) that lost work gets; the rest orders by recency.
+LOST_SHARE = 0.99
+
+
+def eviction_costs(ctx: Context, tier: Tiers) -> dict[str, float]:
+    """Running job -> what evicting it costs (weights applied), for each job some pending job of `tier.jobs` may
+    preempt: level weights W_0 = 1, W_k = 1 + Σ_{l<k} W_l·c_l (c_l: the most level l's victims weigh on one
+    node), each victim W·(1 + victim_gpus × its GPUs) plus, below one GPU, its lost work and age over the most
+    victims on one node + 1; scaled so the victims on a node cost at most weights.preemption ×
+    weights.priority × the cheapest class that may preempt them; whole model units, at least one."""
     policy = ctx.request.policy
-    top = max(max(t.weights.values(), default=1.0) for t in found)
-    nodes = {pod.node for rj in ctx.request.cluster.running if rj.job in victims for pod in rj.pods}
-    least = len(victims) / SCALE
-    return [Expected(-policy.weights.preemption * policy.weights.priority * top * len(nodes) - least, -least,
-                     len(victims))]
+    running = [rj for rj in _kept(ctx) if _may_go(ctx, rj)]
+    cheapest: dict[str, float] = {}
+    for rj in running:
+        found = [tier.weights.get(job.priority, 1.0) for job in tier.jobs if _rules(ctx, job, rj)]
+        if found:
+            cheapest[rj.job] = min(found)
+    infos = [rj for rj in running if rj.job in cheapest]
+    if not infos:
+        return {}
+    on_node: dict[str, list[RunningJob]] = {}
+    for rj in infos:
+        for node in sorted({pod.node for pod in rj.pods}):
+            on_node.setdefault(node, []).append(rj)
+    per_gpu = policy.weights.victim_gpus
+    gpus = {rj.job: _gpus(ctx, rj) for rj in infos}
+    size = {rj.job: 1.0 + per_gpu * gpus[rj.job] for rj in infos}
+    levels = sorted({rj.priority for rj in infos})
+    most = dict.fromkeys(levels, 0.0)
+    for rs in on_node.values():
+        weigh: dict[int, float] = {}
+        for rj in rs:
+            weigh[rj.priority] = weigh.get(rj.priority, 0.0) + size[rj.job]
+        for level, w in weigh.items():
+            most[level] = max(most[level], w)
+    ladder: dict[int, float] = {}
+    below = 0.0
+    for level in levels:
+        ladder[level] = 1.0 + below
+        below += ladder[level] * most[level]
+    crowd = max(len(rs) for rs in on_node.values())
+    now = ctx.request.planning_time()
+    lost = {rj.job: _lost_gpu_h(ctx, rj, gpus[rj.job]) for rj in infos}
+    lost_max = max(lost.values())
+    age = {rj.job: (now - rj.started_at).total_seconds() if rj.started_at else None for rj in infos}
+    age_max = max([a for a in age.values() if a is not None] + [0.0])
+    tie = min(1.0, per_gpu) if per_gpu > 0 else 1.0
+    rho: dict[str, float] = {}
+    for rj in infos:
+        share = lost[rj.job] / lost_max if lost_max > 0 else 0.0
+        a = age[rj.job]
+        old = 1.0 if a is None or age_max <= 0 else max(0.0, a) / age_max
+        rho[rj.job] = (ladder[rj.priority] * size[rj.job]
+                       + tie * (LOST_SHARE * share + (1 - LOST_SHARE) * old) / (crowd + 1))
+    scale = min(policy.weights.preemption * policy.weights.priority * min(cheapest[rj.job] for rj in rs)
+                / sum(rho[rj.job] for rj in rs) for rs in on_node.values())
+    return {rj.job: max(1, int(scale * rho[rj.job] * SCALE)) / SCALE for rj in infos}
+
+
+def _kept(ctx: Context) -> list[RunningJob]:
+    """The running jobs the planner weighs: all but those the plan stops for running past their limit."""
+    stopped = {p.job for p in ctx.plan.preemptions if p.rule == "max_runtime"}
+    return [rj for rj in ctx.request.cluster.running if rj.job not in stopped]
+
+
+def _may_go(ctx: Context, rj: RunningJob) -> bool:
+    """May the job be preempted at all: preemption on somewhere, preemptible, past min_runtime_s?"""
+    policy = ctx.request.policy
+    if not ctx.request.may_preempt or not rj.preemptible:
+        return False
+    if policy.min_runtime_s == 0:
+        return True
+    return rj.started_at is not None and (ctx.request.planning_time() - rj.started_at).total_seconds() \
+        >= policy.min_runtime_s
+
+
+def _declared(ctx: Context, team: str | None) -> str | None:
+    return team if team is not None and any(t.name == team for t in ctx.request.teams) else None
+
+
+def _rules(ctx: Context, job: Job, rj: RunningJob) -> bool:
+    """May `job` preempt `rj` under some rule of its team's preemption policy, before the conditions only the plan
+    decides (the planner's test: placement.problem's `allowed_rules`)?"""
+    rules = ctx.request.preemption_rules_for(job.team)
+    if rules is None:
+        return False
+    lower = job.priority > rj.priority
+    mine, theirs = _declared(ctx, job.team), _declared(ctx, rj.team)
+    if mine == theirs:  # also when no teams are declared: one team, cluster-wide
+        newer = (rules.within_team == "lower_or_newer_equal_priority" and job.priority == rj.priority
+                 and job.submitted_at is not None and rj.started_at is not None and job.submitted_at < rj.started_at)
+        return rules.within_team != "never" and (lower or newer)
+    if mine is None or theirs is None or not _over_nominal(ctx, rj) or not ctx.request.share_cohort(job.team,
+                                                                                                    rj.team):
+        return False
+    if rules.reclaim_within_cohort == "any" or (rules.reclaim_within_cohort == "lower_priority" and lower):
+        return True
+    borrow = rules.borrow_within_cohort
+    return borrow.policy == "lower_priority" and lower and (
+        borrow.max_priority_threshold is None or rj.priority <= borrow.max_priority_threshold)
+
+
+def _over_nominal(ctx: Context, rj: RunningJob) -> bool:
+    """Did the job's team hold more than its nominal before the plan in a GPU scope holding one of its nodes (in
+    milli-GPU, as the planner counts)?"""
+    key = ("over_nominal", rj.team)
+    if key not in ctx.memo:
+        ctx.memo[key] = [(scope.nodes, round(team_gpus(ctx, scope)[0].get(rj.team or "", 0.0) * 1000)
+                          > round(scope.nominal.get(rj.team or "", 0.0) * 1000)) for scope in quota_scopes(ctx)]
+    nodes = {pod.node for pod in rj.pods}
+    return any(over and nodes & where for where, over in ctx.memo[key])
+
+
+def _gpus(ctx: Context, rj: RunningJob) -> int:
+    """Healthy whole GPUs the job holds (a share of a GPU holds none)."""
+    total = 0
+    for pod in rj.pods:
+        node = ctx.nodes.get(pod.node)
+        if pod.gpu_share is None and node is not None:
+            total += sum(1 for g in pod.gpus if g not in node.unhealthy_gpus)
+    return total
+
+
+def _lost_gpu_h(ctx: Context, rj: RunningJob, gpus: int) -> float:
+    """GPU-hours an eviction now loses: since the last checkpoint, else since the start (never before it)."""
+    since = rj.checkpointed_at or rj.started_at
+    if rj.started_at is not None and since is not None and since < rj.started_at:
+        since = rj.started_at
+    if since is None:
+        return 0.0
+    return gpus * max(0.0, (ctx.request.planning_time() - since).total_seconds()) / 3600.0
