@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from ortools.sat.python import cp_model
 
+from placement.compile import terms
 from placement.problem import Problem
 from placement.solution import Placement
 
@@ -52,7 +53,7 @@ class ObjectiveRegistry:
         """Add Σ coef·weight·var to term `name`. A row of one task's placement variables whose coefficient
         varies by node gives `ceiling`, the most it can be on any node (the whole-problem bound,
         placement.search.bound, credits that to nodes a restricted model did not give the task)."""
-        term = self.terms.setdefault(name, Term(name))
+        term = self.terms.setdefault(terms.check(name), Term(name))
         top = None if ceiling is None else round(float(ceiling) * weight * SCALE)
         for v, c in zip(variables, coefs, strict=True):
             scaled = round(float(c) * weight * SCALE)
@@ -65,7 +66,7 @@ class ObjectiveRegistry:
         """Declare the most term `name` adds in any plan of the whole request, this model's pairs or not. A
         term whose own variables' domains follow the model's pairs (a trimmed model's team totals) must
         declare it when it can be positive: the whole-problem bound (placement.search.bound) reads it."""
-        self.caps[name] = self.caps.get(name, 0) + max(0, round(float(most) * weight * SCALE))
+        self.caps[terms.check(name)] = self.caps.get(name, 0) + max(0, round(float(most) * weight * SCALE))
 
     def expression(self) -> cp_model.LinearExprT:
         """The objective CP-SAT maximises: the terms' sum, divided through when extreme weights would take its

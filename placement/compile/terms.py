@@ -4,8 +4,10 @@ Every compile module adds its terms under these names, so a name is spelled once
 its score under them (`plan.objective.terms`). `MODULE` says which module adds each term: where term and
 module names differ (`quota` comes from `nominal`, `turnaround` from `waiting`), this is where to look.
 
-The verifier keeps its own list (`placement.verify.objective`) and shares no code with this one, so a
-misspelt name here shows up there as a term it does not know.
+The objective registry (`placement.compile.context.ObjectiveRegistry`) asks `check` for every name a module
+adds a term or a cap under, so a term added under a name not listed here fails while the model is built,
+naming itself and the known names, rather than reaching a plan the verifier would reject. The verifier keeps
+its own list (`placement.verify.objective`) and shares no code with this one.
 """
 
 from __future__ import annotations
@@ -56,3 +58,16 @@ MODULE: dict[str, str] = {
 }
 #: every term the compiler may report
 NAMES = frozenset(MODULE)
+
+
+class UnknownTerm(ValueError):
+    """An objective term added under a name `MODULE` does not list."""
+
+
+def check(name: str) -> str:
+    """`name` when it is a registered term name; else UnknownTerm naming it and the known ones."""
+    if name not in NAMES:
+        known = ", ".join(sorted(NAMES))
+        raise UnknownTerm(f"objective term {name!r} is not registered in placement.compile.terms.MODULE "
+                          f"(known: {known}); add it there, with the module that adds it")
+    return name
