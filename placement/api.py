@@ -154,22 +154,43 @@ def _compile(problem: Problem, around: Placement, limits: PairLimits, idle: froz
         return compiler.build(problem, candidates.select(problem, around, limits.total, limits.per_task, idle), idle)
 
 
+def _first_model(req: PlacementRequest, front: _Front,
+                 budget: Budget) -> tuple[compiler.ModelContext, float, PairLimits, frozenset[int]]:
+    """Phases 2 and 3 up to the search: (the first round's model, the seconds kept for decode and verify, the
+    pair limits, the tasks dominance leaves without a variable)."""
+    problem = front.problem
+    # 2. Size: the model gets the pairs the time left can compile, after decode and verify's share; out of
+    #    time, only the greedy plan's own pairs (the model then just scores it, and the search is skipped).
+    reserve = search.reserve_s(problem, req.policy, budget)
+    limits = budget.pair_limits(reserve, len(problem.tasks), candidates.MAX_PAIRS, candidates.MIN_PER_TASK)
+    # 3. Compile, trimmed around the greedy plan.
+    with _collector_paused():
+        idle = dominance.dominated_tasks(problem, front.baseline)  # interchangeable jobs no optimal plan needs
+    return _compile(problem, front.baseline, limits, idle), reserve, limits, idle
+
+
+def first_model(request: PlacementRequest | dict[str, Any]) -> tuple[compiler.ModelContext, Placement]:
+    """The model `plan(request)` compiles in its first round, and the greedy plan it starts from: the same
+    phases (presets, overdue eviction, right-size offers, screen, reservations, greedy, pair limits,
+    dominance, candidates, modules), for `placement export` and solver research. In deterministic mode it is
+    the very model plan() solves; in wall-clock mode its size follows the time left, as plan()'s does."""
+    req = presets.resolve(parse(request))
+    budget = Budget(req.policy.time_limit_s, req.policy.deterministic)
+    front = _front(req, budget)
+    ctx, _, _, _ = _first_model(req, front, budget)
+    return ctx, front.baseline
+
+
 def _plan(req: PlacementRequest, log: Callable[[str], None] | None, stop: threading.Event | None) -> Plan:
     budget = Budget(req.policy.time_limit_s, req.policy.deterministic)
     # 1. Front: the request indexed and screened, reservations attached, the greedy floor.
     front = _front(req, budget)
     problem = front.problem
 
-    # 2. Size: the model gets the pairs the time left can compile, after decode and verify's share; out of
-    #    time, only the greedy plan's own pairs (the model then just scores it, and the search is skipped).
-    reserve = search.reserve_s(problem, req.policy, budget)
-    limits = budget.pair_limits(reserve, len(problem.tasks), candidates.MAX_PAIRS, candidates.MIN_PER_TASK)
-
-    # 3. Compile and search; while rounds pay, trim again around the last plan (the repairs now aim at what
-    #    still waits) and solve again.
-    with _collector_paused():
-        idle = dominance.dominated_tasks(problem, front.baseline)  # interchangeable jobs no optimal plan needs
-    found = search.run(_compile(problem, front.baseline, limits, idle), front.baseline, budget, log=log, stop=stop)
+    # 2-3. Size and compile (`_first_model`), search; while rounds pay, trim again around the last plan (the
+    #    repairs now aim at what still waits) and solve again.
+    ctx, reserve, limits, idle = _first_model(req, front, budget)
+    found = search.run(ctx, front.baseline, budget, log=log, stop=stop)
     rounds, improved, last_s = 1, True, None
     while _another_round(found, improved, rounds, last_s, budget, reserve, stop, req.policy.relative_gap_limit):
         began = budget.used()

@@ -1,8 +1,12 @@
 """`placement export REQUEST -o FILE [--format pb|pbtxt|mps|lp]`: a request's model, for solver research.
 
-The model written is exactly the one :func:`placement.plan` solves: the request is validated and
-indexed, the greedy plan computed (it decides which (task, node) pairs stay in big models), and
-the constraint modules compile it. The objective is maximised; its coefficients are the plan's
+The model written is the one :func:`placement.plan` solves in its first round, built by the same phases
+(:func:`placement.api.first_model`): the request's preset spelled out, overdue jobs evicted, the request
+indexed with its right-size offers and without the jobs that can never fit, reservations attached, the
+greedy plan computed (it decides which (task, node) pairs stay in big models), the pairs the time limit
+affords, interchangeable jobs no optimal plan needs left out, and the constraint modules compile it. In
+deterministic mode (``policy.deterministic``) it is the very model; in wall-clock mode its size follows
+the time left, as plan()'s does. The objective is maximised; its coefficients are the plan's
 objective terms times ``placement.compile.SCALE`` (1000), so ``objective / 1000`` reads in
 GPU-equivalents like ``plan.objective.total``.
 
@@ -38,10 +42,8 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from placement_models import PlacementRequest
 
-from placement import candidates, pricing
 from placement import compile as compiler
-from placement import problem as problem_mod
-from placement.baseline import greedy
+from placement.api import first_model
 
 if TYPE_CHECKING:
     from ortools.linear_solver.python import model_builder
@@ -81,13 +83,10 @@ def format_of(path: str | Path) -> Format:
 
 
 def build_model(request: PlacementRequest | dict[str, Any], *, hint: bool = True) -> compiler.ModelContext:
-    """Compile a request the way ``plan()`` does (greedy, candidate pairs, modules, hint)."""
-    from placement.api import parse
-
-    req = parse(request)
-    problem = problem_mod.build(req)
-    baseline = greedy(problem, pricing.held_back(req, problem.nodes, problem.free))
-    ctx = compiler.build(problem, candidates.select(problem, baseline))
+    """The model ``plan()`` compiles in its first round (`placement.api.first_model`: presets, overdue eviction,
+    right-size offers, the screen, reservations, the greedy plan, pair limits, dominance, candidates, modules),
+    with the greedy plan as its hint unless ``hint=False``."""
+    ctx, baseline = first_model(request)
     if hint:
         ctx.hint(ctx.assignment_of(baseline))
     return ctx
