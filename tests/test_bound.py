@@ -15,6 +15,7 @@ from placement import candidates, plan, pricing, reservation, screen, timeline
 from placement import compile as compiler
 from placement.api import parse
 from placement.baseline import greedy
+from placement.compile import terms
 from placement.compile.context import SCALE, ModelContext
 from placement.compile.priority import nominal_bonus
 from placement.generate import generate
@@ -108,7 +109,9 @@ def test_the_quota_cap_holds_when_class_weights_are_capped() -> None:
     assert 0 < quota <= ctx.objective.caps["quota"] / SCALE + 1e-6
 
 
-def test_a_reward_on_variables_without_a_cap_gives_no_bound_in_a_trimmed_model() -> None:
+def test_a_reward_on_variables_without_a_cap_gives_no_bound_in_a_trimmed_model(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(terms, "NAMES", terms.NAMES | {"made_up"})  # a term no module adds
     data = generate(8, 12, 5)
     data["policy"] = {"time_limit_s": 5, "workers": 1}
     _, restricted, greedy_value = _contexts(data, max_pairs=8)
@@ -153,7 +156,9 @@ def test_classes_price_pools_apart() -> None:
     assert best - 1e-6 <= found.value <= 8.0 + 1e-6  # pool a holds 8, not 16
 
 
-def test_a_node_varying_reward_without_ceiling_gives_no_bound() -> None:
+def test_a_node_varying_reward_without_ceiling_gives_no_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    made_up = {"same_everywhere", "by_node", "by_node_with_ceiling"}  # terms no module adds
+    monkeypatch.setattr(terms, "NAMES", terms.NAMES | made_up)
     problem, ctx = _trimmed(generate(8, 12, 5), min_per_task=2)
     t = next(t for t, row in enumerate(ctx.x) if 1 < len(row) < problem.tasks[t].candidates.size)
     ctx.objective.add("same_everywhere", ctx.x[t], [1.0] * len(ctx.x[t]))

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from placement_models import Job, PlacementRequest, Plan, SolverStats, format_errors
 from pydantic import ValidationError
 
-from placement import candidates, plan, pricing, rightsize, verify
+from placement import candidates, plan, pricing, screen, verify
 from placement import compile as compiler
 from placement.baseline import greedy
 from placement.decode import decode
@@ -50,8 +50,9 @@ def _request(gpu_nodes: int, cpu_nodes: int, jobs: list[dict[str, Any]] | None =
 
 
 def _greedy_plan(req: PlacementRequest) -> Plan:
-    """The greedy floor alone, decoded as api.plan would return it had the solver found nothing."""
-    problem = rightsize.build_problem(req)
+    """The greedy floor alone, decoded as api.plan would return it had the solver found nothing (its phases:
+    right-size offers, the screen, the greedy with the reserve held back)."""
+    problem = screen.build_problem(req)  # as plan() builds it: never-fitting jobs out
     baseline = greedy(problem, pricing.held_back(req, problem.nodes, problem.free))
     ctx = compiler.build(problem, candidates.select(problem, baseline))
     values = ctx.assignment_of(baseline)

@@ -24,7 +24,7 @@ import numpy as np
 
 from placement import timeline
 from placement.compile import terms
-from placement.compile.context import ModelContext
+from placement.compile.context import SCALE, ModelContext
 from placement.compile.priority import class_weights
 from placement.problem import Problem
 
@@ -102,20 +102,20 @@ def apply(ctx: ModelContext) -> None:
 
 
 def value(problem: Problem, counts: dict[tuple[int, int], int]) -> float:
-    """The term's value for pods per (task, node), computed as the model computes it (for plans changed after
-    the search)."""
+    """The term's value for pods per (task, node), computed as the model computes it, each coefficient rounded
+    to whole model units (for plans changed after the search, so they report what the model would)."""
     if problem.request.policy.weights.alignment == 0:
         return 0.0
     limits = timeline.enforced(problem.request)
     node_ends = node_ends_h(problem, problem.request.planning_time(), limits)
     charges = _charges(problem)
     costs: dict[int, np.ndarray | None] = {}
-    total = 0.0
+    units = 0
     for (t, n), k in counts.items():
         task = problem.tasks[t]
         if task.job not in costs:
             costs[task.job] = delay_cost(problem, task.job, node_ends, limits)
         cost = costs[task.job]
         if cost is not None:
-            total -= charges[task.job] * int(task.demand[0]) * k * float(cost[n])
-    return total
+            units += round(float(-int(task.demand[0]) * cost[n]) * charges[task.job] * SCALE) * k
+    return units / SCALE
