@@ -34,6 +34,7 @@ from placement.verify import (
     reservation,
     selectors,
     sharing,
+    strict,
     topology,
     usage,
 )
@@ -94,6 +95,7 @@ _CHECKS: tuple[tuple[str, Callable[[Context], list[str]]], ...] = (
     ("provisioning", cost.check_provisioning),
     ("cost", cost.check_cost),
     ("objective", objective.check_objective),
+    ("priority", strict.check_strict),
     ("quota", quota.check_quota),
     ("preemption", preemption.check_preemption),
     ("mig", mig.check_mig),

@@ -10,7 +10,7 @@ pending job without a runtime pays nothing. The charge per GPU is weights.alignm
 GPU earns (weights.priority × its class weight, placement.verify.priority), so the term steers where a job
 runs, never whether. Each pod's coefficient in model units (`Tally`).
 
-Not derived with `weights.alignment` 0 (benches may weigh it where the request says 0).
+With `weights.alignment` 0 (after the request's preset is spelled out, as the planner reads it) the term is 0.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def node_ends_h(ctx: Context, now: datetime, limits: dict[str, float] | None) ->
 def check_alignment_term(ctx: Context) -> list[Expected] | None:
     weight = ctx.request.policy.weights.alignment
     if weight == 0:
-        return None  # loop presets and benches may weigh it where the request says 0: not derived
+        return [Expected.exact(0.0)]  # the planner adds no such term (the request's preset spelled out first)
     found = tiers(ctx)
     if found is None:
         return None

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from placement_models import Job, Node, Task
 
-from placement.catalog import lookup
+from placement.catalog import MigGeometry, MigProfile, lookup, mig_geometry
 from placement.verify.context import Context
 from placement.verify.selectors import allowed, effective_labels
 
@@ -108,7 +108,38 @@ def whole_free(ctx: Context, node: Node) -> bool:
 
 def may_grow(ctx: Context) -> bool:
     """May a job count on more room than the free one (a preemption rule, a preemptible running job)?"""
-    return ctx.request.may_preempt and any(rj.preemptible for rj in ctx.request.cluster.running)
+    return bool(grown_rooms(ctx)) and any(
+        room != rooms(ctx)[name] for name, room in grown_rooms(ctx).items())
+
+
+def grown_rooms(ctx: Context) -> dict[str, Room]:
+    """The most room a pending job may count on per node: the free room plus all that running jobs hold which
+    some rule could let it evict (preemption on somewhere, preemptible, past min_runtime_s), as the planner
+    adds it: healthy GPUs of pods that do not share theirs, CPU and memory. Empty where nothing may be."""
+    if "grown" in ctx.memo:
+        return ctx.memo["grown"]  # type: ignore[no-any-return]
+    request = ctx.request
+    out: dict[str, Room] = {}
+    if request.may_preempt:
+        now, least = request.planning_time(), request.policy.min_runtime_s
+        stopped = {p.job for p in ctx.plan.preemptions if p.rule == "max_runtime"}
+        extra: dict[str, list[int]] = {}
+        for rj in request.cluster.running:
+            old = least == 0 or (rj.started_at is not None and (now - rj.started_at).total_seconds() >= least)
+            if rj.job in stopped or not rj.preemptible or not old:
+                continue
+            for pod in rj.pods:
+                node = ctx.nodes.get(pod.node)
+                bad = set(node.unhealthy_gpus) if node is not None else set()
+                add = extra.setdefault(pod.node, [0, 0, 0])
+                add[0] += 0 if pod.gpu_share is not None else sum(1 for g in pod.gpus if g not in bad)
+                add[1] += cpu_units(pod.cpu, True)
+                add[2] += mem_units(pod.memory_gib, True)
+        free = rooms(ctx)
+        out = {name: Room(r.gpus + extra.get(name, [0, 0, 0])[0], r.cpu + extra.get(name, [0, 0, 0])[1],
+                          r.memory + extra.get(name, [0, 0, 0])[2]) for name, r in free.items()}
+    ctx.memo["grown"] = out
+    return out
 
 
 def restricted(ctx: Context) -> bool:
@@ -131,9 +162,10 @@ def statically_allowed(job: Job, task: Task, node: Node, spot: bool) -> bool:
     return True
 
 
-def slots(ctx: Context, task: Task, node: Node) -> int:
-    """Pods of a whole-GPU or CPU task the node's free room takes, at most every replica."""
-    room = rooms(ctx)[node.name]
+def slots(ctx: Context, task: Task, node: Node, grown: bool = False) -> int:
+    """Pods of a whole-GPU or CPU task the node's free room (`grown`: with all it may gain from evictions,
+    `grown_rooms`) takes, at most every replica."""
+    room = (grown_rooms(ctx) or rooms(ctx))[node.name] if grown else rooms(ctx)[node.name]
     fit = task.replicas
     for have, need in ((room.gpus, task.gpus), (room.cpu, cpu_units(task.cpu, True)),
                        (room.memory, mem_units(task.memory_gib, True))):
@@ -148,10 +180,76 @@ def fits(ctx: Context, job: Job, task: Task, node: Node, spot: bool) -> bool | N
     if not statically_allowed(job, task, node, spot):
         return False
     if task.mig_profile is not None or task.gpu_share is not None:
-        return None
+        return None if _device_room(ctx, task, node) else False
     if slots(ctx, task, node) >= 1:
         return True
-    return None if may_grow(ctx) else False
+    return None if may_grow(ctx) and slots(ctx, task, node, grown=True) >= 1 else False
+
+
+def devices(ctx: Context, node: Node) -> tuple[frozenset[str], frozenset[str], bool]:
+    """What MIG and shared pods may find on the node before the plan: the profiles of its free MIG instances
+    (no running pod holds them; not offered as shares), those of its shared ones, and whether it shares a GPU."""
+    key = ("devices", node.name)
+    if key not in ctx.memo:
+        stopped = {p.job for p in ctx.plan.preemptions if p.rule == "max_runtime"}
+        held = {(pod.mig.gpu, pod.mig.start) for rj in ctx.request.cluster.running if rj.job not in stopped
+                for pod in rj.pods if pod.node == node.name and pod.mig is not None and pod.gpu_share is None}
+        whole: set[str] = set()
+        shared: set[str] = set()
+        for gpu, layout in node.mig.items():
+            if gpu in node.unhealthy_gpus:
+                continue
+            for inst in layout:
+                if inst.sharing is not None:
+                    shared.add(inst.profile)
+                elif (gpu, inst.start) not in held:
+                    whole.add(inst.profile)
+        ctx.memo[key] = (frozenset(whole), frozenset(shared), any(g not in node.unhealthy_gpus for g in node.sharing))
+    return ctx.memo[key]  # type: ignore[no-any-return]
+
+
+def _device_room(ctx: Context, task: Task, node: Node) -> bool:
+    """May a MIG or shared pod of the task find room on the node (an upper bound on the planner's device room):
+    its instance on the node's GPU model, free or made by a change where layouts may change; a shared GPU, or a
+    plain one where GPUs may become shared."""
+    policy = ctx.request.policy
+    room = rooms(ctx)[node.name]
+    if task.mig_profile is None:  # a share of a whole GPU
+        return devices(ctx, node)[2] or (policy.allow_sharing_changes and policy.max_sharing_changes != 0
+                                         and room.gpus > 0)
+    geo, wanted = _instance(task, node)
+    if wanted is None or geo is None:
+        return False
+    if policy.allow_mig_changes:
+        return True
+    free, shared, _ = devices(ctx, node)
+    names = shared if task.gpu_share is not None else free
+    return any(geo.profile(name) is wanted for name in names)
+
+
+def _instance(task: Task, node: Node) -> tuple[MigGeometry | None, MigProfile | None]:
+    """The node's MIG geometry and the profile the task's pod takes there (`auto`: the smallest that holds its
+    GPU memory); None where there is none."""
+    geo = mig_geometry(node.gpu_model) if node.gpu_model else None
+    if geo is None or task.mig_profile is None:
+        return geo, None
+    return geo, (geo.smallest_fitting(task.gpu_memory_gib or 0.0) if task.mig_profile == "auto"
+                 else geo.profile(task.mig_profile))
+
+
+def _surely_mig(ctx: Context, task: Task, node: Node) -> bool:
+    """Does the node surely take one pod of the MIG task: its instance holds the task's GPU memory, the free CPU
+    and memory take the pod, and a free instance of it waits, or a whole idle GPU may be partitioned for it?"""
+    policy = ctx.request.policy
+    geo, wanted = _instance(task, node)
+    room = rooms(ctx)[node.name]
+    if geo is None or wanted is None or wanted.memory_gib < (task.gpu_memory_gib or 0.0) - 1e-9:
+        return False
+    if room.cpu < cpu_units(task.cpu, True) or room.memory < mem_units(task.memory_gib, True):
+        return False
+    if any(geo.profile(name) is wanted for name in devices(ctx, node)[0]):
+        return True
+    return policy.allow_mig_changes and policy.max_mig_changes != 0 and room.gpus > 0
 
 
 @dataclass(frozen=True)
@@ -174,13 +272,13 @@ def classes(ctx: Context) -> list[NodeClass]:
         return ctx.memo["classes"]  # type: ignore[no-any-return]
     pools = {p.name: p for p in ctx.request.cluster.pools}
     by_name = any(HOSTNAME in t.node_selector for j in ctx.request.jobs for t in j.tasks)
-    room = rooms(ctx)
+    room, grown = rooms(ctx), grown_rooms(ctx)
     real = len(ctx.request.cluster.nodes)
     groups: dict[tuple[object, ...], list[Node]] = {}
     for i, n in enumerate(all_nodes(ctx)):
         labels = {k: v for k, v in effective_labels(n).items() if k != HOSTNAME or by_name}
         key = (tuple(sorted(labels.items())), tuple((t.key, t.value, t.effect) for t in n.taints), n.pool,
-               n.gpu_model, n.gpus, room[n.name], i >= real)
+               n.gpu_model, n.gpus, room[n.name], grown.get(n.name), devices(ctx, n), i >= real)
         groups.setdefault(key, []).append(n)
     out = [NodeClass(tuple(ms), bool(ms[0].pool in pools and pools[ms[0].pool].capacity_type == "spot"),
                      key[-1] is True) for key, ms in groups.items()]
@@ -221,17 +319,21 @@ def offers(ctx: Context, job: Job, task: Task) -> list[Offer]:
 
 
 def pod_room(ctx: Context, job: Job, task: Task, exact: bool) -> dict[str, int]:
-    """Node -> the pods of the task its candidates take: `exact` the sure candidates' free-room slots where
-    those are the planner's (no evictions, whole-GPU or CPU pods), else at most every replica on each node
-    that may be one. Once per task signature and kind."""
+    """Node -> the pods of the task its candidates take: `exact` the least, the sure candidates' free-room slots
+    (whole-GPU and CPU pods; the planner's room is at least the free one), else the most each node that may be
+    one takes (its room with every eviction, `grown_rooms`; every replica for MIG and shared pods). Once per task
+    signature and kind."""
     key = ("pod_room", exact, *signature(job, task))
     if key not in ctx.memo:
-        known = not may_grow(ctx) and task.mig_profile is None and task.gpu_share is None
+        whole = task.mig_profile is None and task.gpu_share is None
         out: dict[str, int] = {}
         for c, found, pods in offers(ctx, job, task):
-            if exact and not (found and known):
-                continue
+            if exact and not (found and whole):
+                if not (task.gpu_share is None and _surely_mig(ctx, task, c.node)):
+                    continue
+                pods = 1  # an instance of its profile is free, or a whole GPU may be partitioned for one
+            most = pods if exact else slots(ctx, task, c.node, grown=True) if whole else task.replicas
             for n in c.members:
-                out[n.name] = pods if found and known else task.replicas
+                out[n.name] = most
         ctx.memo[key] = out
     return ctx.memo[key]  # type: ignore[no-any-return]

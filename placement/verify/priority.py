@@ -21,9 +21,9 @@ instance's memory slices over its GPU's, the smallest over the nodes its selecto
 classes (such a job changes nothing), and the plan lists it as pending with a reason about the job
 alone. placement.verify.screen runs the planner's tests again: the jobs that fail them for certain are
 dropped; for those it cannot decide (evictions, MIG or shared devices decide their room), the weights are
-derived for every subset of them the plan lists as pending with a constraint saying they cannot fit by
-themselves (`NEVER_FITS`), up to `MAX_DROPPED` such jobs (beyond, the weights are not derived); a term
-must match one of them.
+derived for every subset of them taken as dropped (a dropped job is pending with the reason the unscreened
+problem gives, so its constraint says nothing), up to `MAX_DROPPED` such jobs (beyond, the weights are not
+derived); a term must match one of them.
 
 Not derived here (the checker says nothing, and the terms that read the weights too): requests with a
 `right_size` job (the usage stage offers MIG twins the weights count), and MIG tasks whose profile is
@@ -55,8 +55,6 @@ TOP_WEIGHT = 10.0
 STRICT_CAP = 1e9
 #: The most pending jobs whose subsets are tried as the dropped ones (2^this job sets).
 MAX_DROPPED = 6
-#: Pending constraints that say a job cannot fit by itself: the ones a job the planner dropped gets.
-NEVER_FITS = ("filter", "gang_size", "mig", "sharing", "topology", "preemption")
 
 
 @dataclass(frozen=True)
@@ -118,8 +116,7 @@ def _all_tiers(ctx: Context) -> list[Tiers] | None:
     if any(job.right_size for job in request.jobs):
         return None
     gone, unsure = screened(ctx)
-    named = {p.job for p in ctx.plan.pending if p.constraint in NEVER_FITS}
-    dropped = sorted(unsure & named)  # a job the screen may have dropped is pending as one that cannot fit
+    dropped = sorted(unsure)  # its pending reason is the unscreened problem's: any constraint may name it
     if len(dropped) > MAX_DROPPED:
         return None
     sets = [tuple(job for job in request.jobs if job.name not in gone | set(more))

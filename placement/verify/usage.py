@@ -63,6 +63,8 @@ def check_over_declared_term(ctx: Context) -> list[Expected] | None:
 
 
 def check_right_size_term(ctx: Context) -> list[Expected] | None:
-    """`usage.right_size`: not derived (the offered instances and which jobs get an offer follow the usage
-    stage, placement.rightsize)."""
+    """`usage.right_size`: 0 where no job opts in (`right_size`); else not derived (the offered instances and
+    which jobs get an offer follow the usage stage, placement.rightsize)."""
+    if not any(job.right_size for job in ctx.request.jobs):
+        return [Expected.exact(0.0)]
     return None
