@@ -151,6 +151,30 @@ def test_interchangeable_jobs_seconds_apart_start_in_arrival_order(alignment: fl
     assert {a.job for a in out.assignments} == {"big", "s0", "s1", "s2", "s3"}
 
 
+def _spot(request: dict[str, Any]) -> dict[str, Any]:
+    """The request's nodes in a priced spot pool, its jobs spot-tolerant."""
+    request["cluster"]["pools"] = [{"name": "spot", "capacity_type": "spot", "gpu_hour_price": 2.0,
+                                    "reclaim_rate_per_h": 0.05}]
+    for node in request["cluster"]["nodes"]:
+        node["pool"] = "spot"
+    for job in request["jobs"]:
+        job["spot_ok"] = True
+    return request
+
+
+def test_priced_pools_make_only_jobs_of_one_runtime_classmates() -> None:
+    # Compute cost and reclaim risk grow with a job's runtime: an older, longer job placed in a shorter one's
+    # place costs more, so it does not dominate it. Jobs of one runtime still do.
+    weights = {"turnaround": 0, "alignment": 0, "aging": 1.0}  # only aging and the cost terms tell jobs apart
+    mixed = [{**_job(f"j{i}", 1, i), "expected_runtime_h": 8.0 - i} for i in range(8)]  # the oldest run longest
+    assert _idle_jobs(_request(mixed, weights=weights)) == {f"j{i}" for i in range(4, 8)}  # unpriced: aging decides
+    assert _idle_jobs(_spot(_request(mixed, weights=weights))) == set()
+    alike = [_job(f"j{i}", 1, i) for i in range(8)]  # no runtime: the cost terms price each alike
+    assert _idle_jobs(_spot(_request(alike, weights=weights))) == {f"j{i}" for i in range(4, 8)}
+    out = plan(_spot(_request(mixed, weights=weights)))  # plan() verifies each term as the model sums it
+    assert len(out.assignments) == 4
+
+
 def test_the_swap_moves_pods_to_the_earlier_job_and_its_terms() -> None:
     request = _request(_seconds_apart(4), busy=6, weights={"aging": 1.0, "turnaround": 1.0})
     problem, _ = _problem(request)

@@ -4,7 +4,9 @@ A scheduler's queue holds hundreds of jobs of one shape: same tasks, team, class
 apart only by when they were submitted and how long they should run. In every constraint two
 such jobs are interchangeable; in the objective they differ only in their own terms, aging per
 pod (compile/fairness.py), turnaround per job (compile/waiting.py) and what their pods pay for
-where they run (compile/alignment.py: it depends on the node and the job's runtime). Say A was
+where they run (compile/alignment.py: it depends on the node and the job's runtime). Where pools
+are priced, the cost terms charge by runtime too (compute, reclaim risk), so there only jobs of one
+runtime are classmates. Say A was
 submitted no later than B (so A may preempt whatever B may: `Problem.rule_kind`) and A's own terms,
 less the most its pods could pay anywhere (`_own_floor`), are worth at least B's in the model's
 integer units. Then a plan that places B and leaves A out is matched or beaten by the same plan
@@ -38,6 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from placement import pricing
 from placement.compile import alignment
 from placement.compile.context import SCALE
 from placement.compile.fairness import waited_days
@@ -188,7 +191,10 @@ def _class_key(problem: Problem, j: int) -> tuple[Hashable, ...]:
     now = problem.request.planning_time()
     holds = tuple(h.binds(job, now) for h in problem.schedule.holds)
     team = problem.job_team[j] if problem.job_team else -1
-    return (fields, tasks, holds, team)
+    request = problem.request
+    priced = request.policy.weights.cost > 0 and pricing.priced(request)
+    runtime = job.expected_runtime_h if priced else None  # priced pools charge by runtime: compute, reclaim risk
+    return (fields, tasks, holds, team, runtime)
 
 
 def _hashable(value: object) -> Hashable:
