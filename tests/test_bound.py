@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from placement import candidates, plan, pricing, reservation, screen, timeline
 from placement import compile as compiler
-from placement.api import parse
+from placement.api import first_model, parse
 from placement.baseline import greedy
 from placement.compile import terms
 from placement.compile.context import SCALE, ModelContext
@@ -197,3 +197,18 @@ def test_plan_keeps_the_model_bound_when_every_task_saw_every_node() -> None:
     assert not stats.restricted
     assert stats.bound_kind == "model"
     assert "bound" not in stats.phases
+
+
+def test_dominated_jobs_left_out_of_the_model_still_give_a_bound() -> None:
+    # Twenty interchangeable one-GPU jobs in front of eight free GPUs: dominance gives twelve no variable
+    # (some optimal plan leaves them out), so the bound over the rest bounds the optimum.
+    data = {"cluster": {"nodes": [{"name": "a", "gpu_model": "H100-SXM5-80GB", "gpus": 8, "cpu": 96,
+                                   "memory_gib": 1024}]},
+            "jobs": [{"name": f"j{i:02d}", "submitted_at": f"2026-01-09T{i:02d}:00:00Z",
+                      "tasks": [{"name": "main", "gpus": 1, "cpu": 1, "memory_gib": 1}]} for i in range(20)],
+            "policy": {"now": "2026-01-10T00:00:00Z", "deterministic": True, "time_limit_s": 5, "workers": 1}}
+    ctx, _ = first_model(data)
+    assert len(ctx.idle) == 12
+    found = bound.relaxation(ctx, 0.0, 5.0)
+    assert found is not None
+    assert found.value >= plan(data).objective.total - 1e-6

@@ -18,7 +18,9 @@ plan for the whole cluster. This module bounds the objective of *every* valid pl
   a node a task never saw is credited the task's coefficient where a term gives every node the
   same, else the ceiling the term declared for the row (prices: 0); a varying coefficient without
   one gives no bound. Every task with candidates must keep at least one node in the model (so
-  every term has shown its coefficient for every task); otherwise there is no bound.
+  every term has shown its coefficient for every task); otherwise there is no bound. Tasks of
+  dominated jobs (`ctx.idle`, compile/dominance.py) are the exception: some optimal plan leaves them
+  out, so a bound of the plans without them bounds the optimum, and so every plan.
 
 Dropped on purpose, each a relaxation: topology, quota caps, reservations, MIG and sharing
 layouts, per-node packing inside a class. The relaxation is solved through its Lagrangian dual
@@ -236,7 +238,8 @@ def _sum_by(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
 def _objective_parts(ctx: ModelContext) -> tuple[dict[int, int], dict[int, int], int] | None:
     """(best scaled coefficient per pod of each task, per `placed` of each job, bound of the rest), or None
     when a term's coefficient varies by node without a ceiling for the nodes the model did not show."""
-    if any(task.candidates.size and not row for task, row in zip(ctx.problem.tasks, ctx.x, strict=True)):
+    if any(task.candidates.size and not row and t not in ctx.idle
+           for t, (task, row) in enumerate(zip(ctx.problem.tasks, ctx.x, strict=True))):
         return None  # a task the model never showed: its terms' values are unknown
     x_task = {var.index: t for t, row in enumerate(ctx.x) for var in row}
     placed_job = {var.index: j for j, var in enumerate(ctx.placed)}
