@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from placement.verify import (
     alignment,
+    bandwidth,
     cost,
     fairness,
     fragmentation,
@@ -46,7 +47,7 @@ TERMS: dict[str, Checker] = {
     "preemption": preemption.check_preemption_term,
     "topology.spread": topology.check_spread_term,
     "topology.keep_whole": topology.check_keep_whole_term,
-    "topology.bandwidth": topology.check_bandwidth_term,
+    "topology.bandwidth": bandwidth.check_bandwidth_term,
     "mig.reconfigure": mig.check_reconfigure_term,
     "sharing_change": sharing.check_sharing_change_term,
     "cost.compute": cost.check_compute_term,

@@ -158,8 +158,7 @@ def topology_report(request: PlacementRequest, plan: Plan) -> dict[str, object]:
 # the same at nvlink_domain at 0.3 × w when a candidate of a GPU task lies in a multi-node NVLink domain. Where
 # the candidates or their slots are not derived, m lies between what the sure and the possible candidates
 # give (up to k on a trimmed model), and the implicit NVLink term may or may not apply: each value is listed.
-# `topology.bandwidth` is computed by decode from the in-node GPU graphs (placement.topology): 0 where no multi-GPU
-# pod sits on a node whose GPU pairs differ, else not derived here.
+# `topology.bandwidth` is derived in placement.verify.bandwidth.
 
 IMPLICIT_NVLINK = 0.3
 NVLINK = "nvlink_domain"
@@ -309,13 +308,3 @@ def _domain_room(ctx: Context, job: Job, task: Task, level: str, domains: dict[s
             out[d] = out.get(d, 0) + pods
         ctx.memo[key] = out
     return ctx.memo[key]  # type: ignore[no-any-return]
-
-
-def check_bandwidth_term(ctx: Context) -> list[Expected] | None:
-    """0 where no pod of two or more GPUs sits on a node whose in-node links differ between GPU pairs (no
-    `topology.nvlink` or `topo_matrix`, or the all-pairs-alike presets nvswitch and pcie); elsewhere not derived."""
-    uneven = {n.name for n in ctx.nodes.values() if n.topology.topo_matrix is not None
-              or n.topology.nvlink not in (None, "nvswitch", "pcie")}
-    if not any(len(r.a.gpus) > 1 and r.node.name in uneven for r in ctx.resolved):
-        return [Expected.exact(0.0)]
-    return None
