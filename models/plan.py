@@ -171,8 +171,9 @@ class SolverStats(PlanModel):
     ended: Literal["optimal", "gap_limit", "trimmed_optimal", "time_limit", "stopped"] | None = Field(
         None, description="why the search took the time it took: optimal (the plan is proven optimal against the "
                           "bound), gap_limit (proven within policy.relative_gap_limit of the bound, so it ended "
-                          "early, or the greedy plan already was and no search ran), trimmed_optimal (the trimmed "
-                          "model was solved to optimality; the gap to the whole request's bound remains), "
+                          "early, or the greedy plan already was and no search ran), trimmed_optimal (the model "
+                          "was solved to optimality, but it was trimmed or the plan's reported terms score less "
+                          "than its optimum; the gap to the bound remains), "
                           "time_limit (the search used the time it had, or none was left), stopped (the caller "
                           "stopped it)")
     rounds: int = Field(1, ge=1, le=100, description="trimmed models solved one after another, each around the "
