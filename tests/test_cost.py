@@ -10,13 +10,15 @@ import copy
 import math
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from placement_models import PlacementRequest, Plan
 from pydantic import ValidationError
 
-from placement import plan, pricing
+from placement import compile as compiler
+from placement import plan, pricing, screen
 from placement.verify import verify
 
 H100 = "H100-SXM5-80GB"
@@ -300,3 +302,23 @@ def test_any_cost_mix_gives_a_verified_plan_that_keeps_spot_reserve_and_provisio
     assert {a.node for a in p.assignments} <= {n["name"] for n in req["cluster"]["nodes"]} | added
     if p.cost is not None:
         assert p.cost.total == pytest.approx(p.cost.compute + p.cost.reclaim_risk + p.cost.provisioning, abs=1e-5)
+
+
+def test_the_premium_is_over_the_cheapest_candidate_whatever_a_trimmed_model_kept() -> None:
+    # The cheap node is a candidate the trimmed model dropped: the dear node's premium stays the price gap, so
+    # a plan's cost.compute is the same whichever pairs the model kept (and the verifier can derive it).
+    data = {"cluster": {"pools": [OD, {"name": "cheap", "gpu_hour_price": 1.0}],
+                        "nodes": [_node("dear", "od"), _node("thrifty", "cheap")]},
+            "jobs": [_job("j", 8, expected_runtime_h=2.0)], "policy": POLICY}
+    problem = screen.build_problem(PlacementRequest.model_validate(data))
+    dear = [n.name for n in problem.nodes].index("dear")
+
+    def coefficient(candidates: list[np.ndarray]) -> float:
+        ctx = compiler.build(problem, candidates)
+        term = ctx.objective.terms["cost.compute"]
+        var = ctx.x[0][list(candidates[0]).index(dear)]
+        return sum(c for v, c in zip(term.variables, term.coefs, strict=True) if v.index == var.index)
+
+    whole = coefficient([problem.tasks[0].candidates])
+    trimmed = coefficient([np.array([dear])])
+    assert whole == trimmed == round(-(4.0 - 1.0) * 8 * 2.0 * 0.01 * 1000)  # weights.cost 0.01, SCALE 1000

@@ -3,11 +3,11 @@
 Terms (all penalties, in GPU-equivalents; the arithmetic lives in `placement.pricing`):
 
 * ``cost.compute`` — price × GPU-equivalents × expected runtime of every pod placed (a MIG or
-  shared pod pays its fraction of a GPU, placement.pricing), *above the cheapest
-  existing node the task could use*: on the cluster it has, cost steers where a job runs, not
-  whether (a 48 h job must not wait because it is long). The full price counts where it is a
-  real choice to spend: a deferrable job during peak, and nodes a pool would add. The plan's
-  `cost` block always reports the full dollars;
+  shared pod pays its fraction of a GPU, placement.pricing), *above the cheapest existing node
+  the task could use* (over all its candidates, whatever a trimmed model kept): on the cluster it
+  has, cost steers where a job runs, not whether (a 48 h job must not wait because it is long).
+  The full price counts where it is a real choice to spend: a deferrable job during peak, and
+  nodes a pool would add. The plan's `cost` block always reports the full dollars;
 * ``cost.reclaim_risk`` — expected work lost to spot reclaims, priced (restart included);
 * ``cost.provisioning`` — minimum billing of every node a pool adds;
 * ``deferral`` — during peak a deferrable job is worth half its priority value (deferring it
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 from ortools.sat.python import cp_model
+from placement_models import Job
 
 from placement import pricing, provision
 from placement.baseline import place_task
@@ -65,9 +66,9 @@ def apply(ctx: ModelContext) -> None:
             gpus = task_milli(problem, t, cand) / MILLI  # GPU-equivalents: MIG and shared pods pay their part
             compute = np.asarray(pricing.compute_cost(job, gpus, prices.price[cand]), dtype=float)
             risk = pricing.reclaim_risk(job, prices.price[cand], prices.reclaim[cand], gang_gpus(problem, task.job))
-            existing = np.asarray(cand) < real
-            if existing.any() and not (job.deferrable and request.in_peak):
-                compute = _premium(compute, existing, PREMIUM_CAP * priority_value(problem, t) / weight)
+            cheapest = _cheapest_existing(problem, t, job, prices.price, real)
+            if cheapest is not None and not (job.deferrable and request.in_peak):
+                compute = np.minimum(compute - cheapest, PREMIUM_CAP * priority_value(problem, t) / weight)
             ctx.objective.add(terms.COST_COMPUTE, ctx.x[t], -np.asarray(compute), weight, ceiling=0.0)
             if prices.reclaim[cand].any():
                 ctx.objective.add(terms.COST_RECLAIM_RISK, ctx.x[t], -np.asarray(risk), weight, ceiling=0.0)
@@ -95,11 +96,18 @@ def _reserve(ctx: ModelContext) -> None:
                       <= allowed)
 
 
-def _premium(compute: np.ndarray, existing: np.ndarray, cap: float) -> np.ndarray:
-    """Compute cost above the task's cheapest existing node, capped at `cap` dollars: so placing a
-    pod on any node is worth more than leaving it pending, and cost ranks the nodes (reclaim risk
-    stays whole: a long job without checkpoints is better waiting than restarting on spot)."""
-    return np.minimum(compute - compute[existing].min(), cap)
+def _cheapest_existing(problem: Problem, t: int, job: Job, price: np.ndarray, real: int) -> float | None:
+    """The compute cost of one pod of task t on the cheapest existing node among all its candidates (None
+    without one). The premium a pod pays is its cost above this, capped (PREMIUM_CAP × its value): so
+    placing a pod on any node is worth more than leaving it pending, and cost ranks the nodes (reclaim risk
+    stays whole: a long job without checkpoints is better waiting than restarting on spot). Taken over every
+    candidate, not the ones a trimmed model kept, so a plan's cost does not depend on the trimming."""
+    nodes = problem.tasks[t].candidates
+    nodes = nodes[nodes < real]
+    if not nodes.size:
+        return None
+    gpus = task_milli(problem, t, nodes) / MILLI
+    return float(np.min(pricing.compute_cost(job, gpus, price[nodes])))
 
 
 def priority_value(problem: Problem, t: int) -> float:

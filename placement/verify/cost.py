@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from placement_models import Job, Node, Pool
 
-from placement.verify.candidates import offers, restricted
+from placement.verify.candidates import offers
 from placement.verify.context import FLOAT_SUM, SUMMED, Context, Expected, Resolved, Tally, num, pod_name
 from placement.verify.priority import pod_values, tiers
 from placement.verify.quota import assigned_gpus
@@ -182,10 +182,11 @@ def check_cost(ctx: Context) -> list[str]:
 # task could use, capped at half the pod's priority value (weights.priority × class weight × GPU-equivalents)
 # over weights.cost; the full price for a deferrable job in peak, and on an added node when no existing node
 # could take the task. Which nodes the task could use is the planner's filter, derived again in
-# placement.verify.candidates: where it knows them (an untrimmed model, no room from evictions, whole-GPU and
-# CPU pods) each pod's coefficient is exact in model units (`Tally`); elsewhere bounds: on an existing node at
-# most the capped premium over the cheapest existing node that may be a candidate, at least nothing; on an
-# added node between the premiums over the dearest and the cheapest such node, or the full price.
+# placement.verify.candidates (the planner takes the cheapest over them all, whatever a trimmed model kept):
+# where it knows them (no room from evictions, whole-GPU and CPU pods) each pod's coefficient is exact in model
+# units (`Tally`); elsewhere bounds: on an existing node at most the capped premium over the cheapest existing
+# node that may be a candidate, at least nothing; on an added node between the premiums over the dearest and
+# the cheapest such node, or the full price.
 
 #: Restart after a reclaim, hours (placement.pricing's model).
 RESTART_H = 0.1
@@ -326,7 +327,8 @@ def _existing(ctx: Context, r: Resolved, g: float,
               price: Callable[[Node], float]) -> tuple[float | None, float, float]:
     """(the cheapest existing candidate's compute cost for the pod where the verifier knows the candidates, else
     None; NaN when there is none), and the least and most the cheapest may be over the nodes that may be
-    candidates (NaN when none may be): placement.verify.candidates says when the candidates are known."""
+    candidates (NaN when none may be): placement.verify.candidates says when the candidates are known. The
+    planner takes the cheapest over all the task's candidates, whatever a trimmed model kept."""
     sure: list[float] = []
     maybe: list[float] = []
     for c, found, _ in offers(ctx, r.job, r.task):
@@ -335,6 +337,6 @@ def _existing(ctx: Context, r: Resolved, g: float,
     possible = sure + maybe
     least = min(possible) if possible else math.nan
     most = max(possible) if possible else math.nan
-    if maybe or restricted(ctx):
+    if maybe:
         return None, least, most
     return (min(sure) if sure else math.nan), least, most
