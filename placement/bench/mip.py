@@ -9,6 +9,7 @@ decodes is checked by exactly the rules a CP-SAT plan is.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
 import time
@@ -184,6 +185,37 @@ def solve_cpsat(ctx: compiler.ModelContext, time_limit: float, threads: int, gap
 
 
 SOLVE = {"highs": solve_highs, "scip": solve_scip}
+
+#: A MIP solver still running this long past its time limit (plus the slack) is stopped: SCIP's presolve and
+#: some heuristics check the limit rarely (mig-M ran past ten minutes of a 10 s limit), and a bench must end.
+OVERRUN_FACTOR = 2.0
+OVERRUN_SLACK_S = 30.0
+
+
+def _child(solver: str, path: Path, time_limit: float, threads: int, gap: float, out: Any) -> None:
+    out.send(SOLVE[solver](path, time_limit, threads, gap))
+    out.close()
+
+
+def solve_guarded(solver: str, path: Path, time_limit: float, threads: int, gap: float) -> MipResult:
+    """`SOLVE[solver]` in a child process, stopped when it runs past OVERRUN_FACTOR × the limit plus
+    OVERRUN_SLACK_S (status `overran`, no solution): the solver's own limit is what the row measures, the
+    guard only keeps one instance from stalling the bench."""
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    began = time.perf_counter()
+    child = context.Process(target=_child, args=(solver, path, time_limit, threads, gap, send), daemon=True)
+    child.start()
+    send.close()
+    deadline = OVERRUN_FACTOR * time_limit + OVERRUN_SLACK_S
+    result = receive.recv() if receive.poll(deadline) else None
+    if result is None:
+        child.kill()
+    child.join()
+    if result is None:
+        took = time.perf_counter() - began
+        return MipResult("overran", time_s=took, note=f"{solver} ran {took:.0f} s on a {time_limit:g} s limit; stopped")
+    return result  # type: ignore[no-any-return]
 
 
 def read_back(request: PlacementRequest, ctx: compiler.ModelContext, values: dict[int, int],

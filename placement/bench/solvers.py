@@ -8,10 +8,14 @@ divided by the compiler's SCALE, maximised). A MIP solution is read back into a 
 product's decode and checked by ``placement.verify`` (`placement.bench.mip`): a solver that reports a
 good objective with a plan the verifier refuses has not solved the problem.
 
-The two models are not always the same: ``plan`` screens never-fitting jobs (which changes strict
-priority weights), attaches reservations and trims candidate pairs by the time left, while ``export``
-compiles the request as given with the greedy plan's candidate pairs. So a ``cpsat-export`` row runs
-CP-SAT on the exported model itself: the rows that share a model are comparable number for number.
+Which model each row solves: ``export`` builds the model ``plan()`` compiles in its first round (the same
+phases: screen, reservations, greedy, candidate trimming by the time left), with the bench's time limit
+and threads in the request's policy, so the ``cpsat-export``, ``highs`` and ``scip`` rows share one model
+and compare number for number. The ``cpsat`` row is the whole call: it may solve further rounds
+(trimmed again around its best plan) and report the whole problem's bound, so on a trimmed model it can
+find more than the export's optimum.
+
+Rows are written to ``--json`` as each instance ends, so a long run stopped midway keeps what it measured.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Any
 
 from placement.api import parse, plan
 from placement.bench.instances import SUFFIXES
-from placement.bench.mip import PACKAGES, SOLVE, export_mps, read_back, solve_cpsat
+from placement.bench.mip import PACKAGES, export_mps, read_back, solve_cpsat, solve_guarded
 from placement.bench.table import Column, markdown, row_cells
 from placement.compile.context import SCALE
 from placement.export import ExportError
@@ -71,12 +75,16 @@ def _gap(objective: float | None, bound: float | None) -> float | None:
     return max(0.0, bound - objective) / max(1.0, abs(bound))
 
 
+def _limited(data: dict[str, Any], time_limit: float, threads: int) -> dict[str, Any]:
+    """The request with the bench's limit and threads (wall clock): the export sizes its model by them as
+    ``plan()`` does."""
+    return {**data, "policy": {**(data.get("policy") or {}), "time_limit_s": time_limit, "workers": threads,
+                               "deterministic": False}}
+
+
 def run_cpsat(data: dict[str, Any], time_limit: float, threads: int) -> dict[str, Any]:
     """``placement.plan`` with the bench's limit and threads; its plans are verified inside ``plan``."""
-    data = dict(data)
-    data["policy"] = {**(data.get("policy") or {}), "time_limit_s": time_limit, "workers": threads,
-                      "deterministic": False}
-    result = plan(parse(data))
+    result = plan(parse(_limited(data, time_limit, threads)))
     s = result.solver
     return {"status": result.status, "objective": s.objective, "bound": s.bound, "gap": s.gap,
             "time_s": s.wall_s, "verified": True, "variables": s.variables, "constraints": s.constraints,
@@ -85,7 +93,7 @@ def run_cpsat(data: dict[str, Any], time_limit: float, threads: int) -> dict[str
 
 def run_instance(path: Path, solvers: Sequence[str], time_limit: float, threads: int) -> list[dict[str, Any]]:
     """One row per solver for the instance at `path`; MIP solvers share one export of the model."""
-    data = load_document(path)
+    data = _limited(load_document(path), time_limit, threads)
     request = parse(data)
     gap_limit = request.policy.relative_gap_limit
     rows: list[dict[str, Any]] = []
@@ -116,7 +124,7 @@ def _mip_row(solver: str, request: Any, exported: Any, time_limit: float, thread
     if solver == "cpsat-export":
         result = solve_cpsat(exported.ctx, time_limit, threads, gap_limit)
     else:
-        result = SOLVE[solver](exported.path, time_limit, threads, gap_limit)
+        result = solve_guarded(solver, exported.path, time_limit, threads, gap_limit)
     objective = None if result.objective is None else result.objective / SCALE
     bound = None if result.bound is None else result.bound / SCALE
     row: dict[str, Any] = {"status": result.status, "objective": objective, "bound": bound,
@@ -160,10 +168,10 @@ def format_table(rows: Sequence[dict[str, Any]], time_limit: float, threads: int
         "",
         f"time limit {time_limit:g} s, {threads} threads. objective, bound: the plan's units (GPU-equivalents, "
         "maximised; a MIP's value is the MPS objective / 1000). gap: (bound − objective) / max(1, |bound|). "
-        "cpsat: placement.plan (whole call, its own model: jobs that never fit are screened out, which changes "
-        "strict priority weights, so its objective can differ in scale from the export's; its bound is the whole "
-        "problem's when it has one). cpsat-export, highs, scip: the one model placement export writes (CP-SAT "
-        "on it through placement.search, no hint; HiGHS and SCIP from the MPS file, time includes reading). "
+        "cpsat: placement.plan (the whole call: further rounds may re-trim the model around its best plan; its "
+        "bound is the whole problem's when it has one). cpsat-export, highs, scip: the one model placement export "
+        "writes, plan()'s first-round model at this limit (CP-SAT on it through placement.search, no hint; HiGHS "
+        "and SCIP from the MPS file, time includes reading). "
         "verified: the solution decoded by the product and passed by placement.verify (— without a solution).",
     ]
     return "\n".join(out)
@@ -211,7 +219,7 @@ def main(argv: list[str]) -> int:
             gap = "—" if row.get("gap") is None else f"{100 * row['gap']:.3f}%"
             print(f"{path.name} {row['solver']}: {row['status']} gap {gap} verified {row.get('verified')}",
                   file=sys.stderr)
+        if args.json:  # after every instance: a long run stopped midway keeps its rows
+            Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     print(format_table(rows, args.time_limit, args.threads))
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     return 0

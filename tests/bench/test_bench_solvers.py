@@ -3,11 +3,14 @@ verifier accepts, in the same units as CP-SAT's on the same model."""
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import pytest
 
-from placement.bench import solvers
+from placement.api import parse
+from placement.bench import mip, solvers
 from placement.cli import main as cli_main
 
 pytest.importorskip("highspy", reason="the dev extra installs highspy")
@@ -50,3 +53,21 @@ def test_bad_path_exits_2_with_an_error_line(capsys: pytest.CaptureFixture[str])
 def test_unknown_solver_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert solvers.main([str(_smallest()), "--solvers", "gurobi"]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+def _sleeps(path: Path, time_limit: float, threads: int, gap: float) -> mip.MipResult:
+    time.sleep(30)
+    return mip.MipResult("optimal")
+
+
+def test_a_solver_past_its_limit_is_stopped(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # SCIP once ran ten minutes on a 10 s limit: the guard stops a solver and the row says so
+    monkeypatch.setitem(mip.SOLVE, "slow", _sleeps)
+    monkeypatch.setattr(mip, "OVERRUN_FACTOR", 0.0)
+    monkeypatch.setattr(mip, "OVERRUN_SLACK_S", 0.5)
+    began = time.perf_counter()
+    result = mip.solve_guarded("slow", Path("unused.mps"), 1.0, 1, 0.0)
+    assert result.status == "overran" and result.values is None and "stopped" in (result.note or "")
+    assert time.perf_counter() - began < 10
+    exported = mip.export_mps(parse(json.loads(_smallest().read_text())), tmp_path)
+    assert mip.solve_guarded("highs", exported.path, 5.0, 1, 0.0).status == "optimal"  # a result crosses back
