@@ -1,14 +1,16 @@
-"""The instance library: seeded families of requests for benchmarks and solver research.
+"""The instance library: families of requests for benchmarks and solver research, with best-known values.
 
 ``instances/library/FAMILY-SIZE.json`` (``FAMILY-XL.json.gz`` for XL) with ``FAMILY-SIZE.best.json``
-beside it (best objective and bound found by a longer solve: ``{objective, bound, time_s, workers,
-status}``), read by ``placement bench instances/library``. Every instance is a pure function of
-(family, size): the seeds are fixed here, so regenerating gives the same bytes (for XL, the same
-JSON inside the gzip; the gzip header has no file name and mtime 0, so the .gz bytes repeat too
-with the same zlib).
+beside it (what a longer solve found: ``{objective, bound, time_s, workers, status}``, the bound's
+kind, the model's size and who found it; :func:`best_known`), read by ``placement bench
+instances/library``; ``--table`` renders the README's table from them
+(:mod:`placement.bench.library_table`). Every instance is a pure function of (family, size) — of the
+trace file too for ``loop`` —: the seeds are fixed here, so regenerating gives the same bytes (for
+XL, the same JSON inside the gzip; the gzip header has no file name and mtime 0, so the .gz bytes
+repeat too with the same zlib).
 
-Families (all built on :func:`placement.generate.generate`: 8-GPU HGX nodes in racks of 16, about
-half the GPUs held by running work, pending gangs with the ITP gang-size mix):
+Families (all but ``loop`` built on :func:`placement.generate.generate`: 8-GPU HGX nodes in racks of
+16, about half the GPUs held by running work, pending gangs with the ITP gang-size mix):
 
 * ``gangs`` — whole-GPU gangs only, ~3 jobs per node (about 1.6× more GPU demand than free GPUs).
 * ``topology`` — half the nodes become GB200 NVL72 trays (4 GPUs, 18 trays to an NVLink domain),
@@ -358,7 +360,40 @@ def best_known(request: dict[str, Any], time_s: float, workers: int = 2) -> dict
         "variables": s.variables,
         "constraints": s.constraints,
         "found_by": f"placement.plan ({who}, {workers} workers, {time_s:g} s)",
+        "bound_by": None if s.bound is None else
+        f"placement.plan ({_PROVER.get(s.bound_kind or '', s.bound_kind)}, {workers} workers, {time_s:g} s)",
     }
+
+
+#: Who proves a bound of each kind: CP-SAT on a model where every task saw every node, or the class
+#: relaxation of placement.search.bound.
+_PROVER = {"model": "CP-SAT", "relaxation": "class relaxation"}
+#: A record's fields that describe its bound, and the model the newest run solved (the rest describe its plan).
+_BOUND_FIELDS = ("bound", "bound_kind", "bound_by")
+_MODEL_FIELDS = ("variables", "constraints", "restricted")
+
+
+def merged(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    """The best known of two solves of one instance: the better plan with its own fields (who found it, how
+    long) and the tighter bound with who proved it, so a shorter or unluckier run never makes a record worse;
+    the model's size is the newest run's. Older records without ``bound_by`` were proved by the run that found
+    their plan."""
+    if old is None:
+        return new
+    out = dict(new if new["objective"] >= old["objective"] else old)  # a tie: the newer run and its fields
+    out.update({k: new[k] for k in _MODEL_FIELDS if k in new})  # the instance's model as the newest run built it
+    bounds = [r for r in (new, old) if r.get("bound") is not None]  # a tie: the newer proof
+    if bounds:
+        tight = min(bounds, key=lambda r: r["bound"])
+        out.update({k: tight.get(k) for k in _BOUND_FIELDS})
+        out["bound_by"] = tight.get("bound_by") or tight.get("found_by")
+    else:
+        out.update({k: None for k in _BOUND_FIELDS})
+    if out["bound"] is not None:
+        out["gap"] = round(max(0.0, out["bound"] - out["objective"]) / max(1.0, abs(out["bound"])), 6)
+    else:
+        out["gap"] = None
+    return out
 
 
 def file_name(family: str, size: str) -> str:
@@ -400,13 +435,16 @@ def write(
             req = instance(family, size, data)
             path = out / file_name(family, size)
             raw = dump(req)
+            same = path.exists() and path.read_bytes() == (gzipped(raw) if size in GZIP_SIZES else raw)
             path.write_bytes(gzipped(raw) if size in GZIP_SIZES else raw)
             written.append(path)
             line = f"{path}: {len(req['cluster']['nodes'])} nodes, {len(req['jobs'])} jobs, {path.stat().st_size} bytes"
             if best:
                 limit = (best_time or BEST_TIME_S)[size]
-                b = best_known(req, limit, workers)
-                path.with_name(f"{family}-{size}.best.json").write_text(json.dumps(b, indent=1) + "\n")
+                record = path.with_name(f"{family}-{size}.best.json")
+                kept = json.loads(record.read_text()) if same and record.exists() else None  # same instance
+                b = merged(kept, best_known(req, limit, workers))
+                record.write_text(json.dumps(b, indent=1) + "\n")
                 line += f"; best {b['objective']} bound {b['bound']} ({b['status']}, {b['time_s']} s)"
             print(line, file=sys.stderr, flush=True)
     return written

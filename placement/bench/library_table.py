@@ -100,6 +100,7 @@ def rows(folder: Path, names: list[str]) -> list[dict[str, Any]]:
             "bound": best.get("bound"),
             "gap": None if g is None else 100.0 * g,
             "found_by": _who(best),
+            "bound_by": best.get("bound_by") or (_who(best) if best.get("bound") is not None else None),
             "tags": ", ".join(tags(request) + (["restricted"] if best.get("restricted") else [])),
         })
     return out
@@ -116,11 +117,11 @@ COLUMNS: list[Column] = [
     ("instance", "instance", "s"), ("nodes", "nodes", "d"), ("jobs", "jobs", "d"), ("running", "running", "d"),
     ("variables", "variables", "d"), ("constraints", "constraints", "d"), ("status", "status", "s"),
     ("objective", "objective", ".3f"), ("bound", "bound", ".3f"), ("gap %", "gap", ".3f"),
-    ("found by", "found_by", "s"), ("tags", "tags", "s"),
+    ("found by", "found_by", "s"), ("bound by", "bound_by", "s"), ("tags", "tags", "s"),
 ]
 
 
 def markdown_table(folder: Path, names: list[str]) -> str:
     """The README's table of the instances ``names`` stored in ``folder``."""
     body = [row_cells(row, COLUMNS) for row in rows(folder, names)]
-    return "\n".join(markdown([h for h, _, _ in COLUMNS], body, {"instance", "status", "found by", "tags"}))
+    return "\n".join(markdown([h for h, _, _ in COLUMNS], body, {"instance", "status", "found by", "bound by", "tags"}))
