@@ -221,14 +221,20 @@ def solve_guarded(solver: str, path: Path, time_limit: float, threads: int, gap:
 def read_back(request: PlacementRequest, ctx: compiler.ModelContext, values: dict[int, int],
               status: str) -> tuple[float, list[str]]:
     """The MIP solution as a plan, through the product's own path: `placement_from` (what the search does
-    with CP-SAT's values), the objective's named terms, `decode`, then `verify` against the request.
+    with CP-SAT's values), every variable's value as the product derives it from that placement
+    (`assignment_of`: a solver at its limit may leave a penalty flag set or a quota credit unclaimed that the
+    placement does not call for, and the product never reports those), the objective's named terms,
+    `decode`, then `verify` against the request. A solution is `optimal` only where the model saw every node
+    of every task (a trimmed model's optimum says nothing of the whole request).
 
     Returns the decoded plan's objective (GPU-equivalents) and the verifier's violations (empty: valid).
     A column the file did not carry (there are none today) reads as 0, as `placement_from` assumes.
     """
     full = {i: values.get(i, 0) for i in range(max(values, default=-1) + 1)}
     placement = placement_from(ctx, full)
-    terms = ctx.objective.values(lambda v: full[v.index])
+    derived = ctx.assignment_of(placement)
+    terms = ctx.objective.values(lambda v: derived[v.index])
     stats = SolverStats(status=status.upper(), objective=round(sum(terms.values()), 6))
-    plan = decode(ctx.problem, placement, terms, "optimal" if status == "optimal" else "feasible", stats)
+    proven = status == "optimal" and not ctx.restricted
+    plan = decode(ctx.problem, placement, terms, "optimal" if proven else "feasible", stats)
     return plan.objective.total, verify(request, plan)

@@ -134,11 +134,13 @@ def _mip_row(solver: str, request: Any, exported: Any, time_limit: float, thread
     if result.values is not None:
         decoded, violations = read_back(request, exported.ctx, result.values, result.status)
         row["verified"] = not violations
-        row["decoded_objective"] = decoded
+        row["solver_objective"] = objective
+        row["objective"] = decoded  # what the plan is worth, as the product scores it (read_back)
+        row["gap"] = _gap(decoded, bound)
         if violations:
-            row["note"] = f"{len(violations)} violations, first: {violations[0]}"
+            row["note"] = f"{len(violations)} violations, first: {violations[0][:300]}"
         elif objective is not None and abs(decoded - objective) > 1e-6 * max(1.0, abs(objective)):
-            row["note"] = f"decoded plan's objective {decoded:g} differs from the solver's"
+            row["note"] = f"the solver's own value {objective:.6g}; its plan is worth {decoded:.6g}"
     if solver == "scip":
         row["note"] = "; ".join(filter(None, [row.get("note"), "SCIP searches on 1 thread"]))
     return row
