@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -114,8 +115,43 @@ def run_instance(path: Path, solvers: Sequence[str], time_limit: float, threads:
                 row |= {"status": "not exported", "note": failed}
             else:
                 row |= _mip_row(solver, request, exported, time_limit, threads, gap_limit)
+                row["restricted"] = exported.ctx.restricted
             rows.append(row)
     return rows
+
+
+#: Who each row's solver is, for the provenance a record keeps (the package whose version is named).
+_WHO = {"cpsat": ("placement.plan, CP-SAT", "ortools"), "cpsat-export": ("CP-SAT on the exported model", "ortools"),
+        "highs": ("HiGHS on the exported model", "highspy"), "scip": ("SCIP on the exported model", "pyscipopt")}
+
+
+def record(path: Path, rows: Sequence[dict[str, Any]], time_limit: float, threads: int) -> dict[str, Any] | None:
+    """Merge what the rows of one instance found into its ``NAME.best.json`` beside it (where it has one):
+    a plan only where the verifier passed it, a bound only where it holds for the whole request (the plan's
+    own bound, or a solver's on an export that kept every node of every task). The record keeps the better
+    plan and the tighter bound with who found each (placement.bench.library.merged); returns it."""
+    from importlib.metadata import version
+
+    from placement.bench.library import merged
+
+    best = path.with_name(path.name.removesuffix(".gz").removesuffix(".json") + ".best.json")
+    if not best.exists():
+        return None
+    out = json.loads(best.read_text())
+    for row in rows:
+        name, package = _WHO[row["solver"]]
+        who = f"{name} ({package} {version(package)}, {threads} threads, {time_limit:g} s), verified"
+        plan_ok = row.get("verified") is True and row.get("objective") is not None
+        bound_ok = row.get("bound") is not None and (row["solver"] == "cpsat" or row.get("restricted") is False)
+        if not (plan_ok or bound_ok):
+            continue
+        new = {"objective": row["objective"] if plan_ok else -math.inf, "time_s": row.get("time_s"),
+               "workers": threads, "status": row.get("status"), "found_by": who,
+               "bound": row["bound"] if bound_ok else None, "bound_kind": "model" if row["solver"] != "cpsat"
+               else (row.get("note") or "").removeprefix("bound: ").split(",")[0], "bound_by": who}
+        out = merged(out, new)
+    best.write_text(json.dumps(out, indent=1) + "\n")
+    return out
 
 
 def _mip_row(solver: str, request: Any, exported: Any, time_limit: float, threads: int,
@@ -189,6 +225,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--solvers", default=None,
                     help=f"comma-separated, of {','.join(SOLVERS)} (default: those installed)")
     ap.add_argument("--json", help="also write the rows as JSON here")
+    ap.add_argument("--record", action="store_true",
+                    help="merge verified plans and whole-request bounds into each instance's NAME.best.json")
     args = ap.parse_args(argv)
     try:
         if args.time_limit <= 0 or args.threads < 1:
@@ -221,6 +259,8 @@ def main(argv: list[str]) -> int:
             gap = "—" if row.get("gap") is None else f"{100 * row['gap']:.3f}%"
             print(f"{path.name} {row['solver']}: {row['status']} gap {gap} verified {row.get('verified')}",
                   file=sys.stderr)
+        if args.record:
+            record(path, [r for r in rows if r["instance"] == path.name], args.time_limit, args.threads)
         if args.json:  # after every instance: a long run stopped midway keeps its rows
             Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     print(format_table(rows, args.time_limit, args.threads))

@@ -71,3 +71,16 @@ def test_a_solver_past_its_limit_is_stopped(monkeypatch: pytest.MonkeyPatch, tmp
     assert time.perf_counter() - began < 10
     exported = mip.export_mps(parse(json.loads(_smallest().read_text())), tmp_path)
     assert mip.solve_guarded("highs", exported.path, 5.0, 1, 0.0).status == "optimal"  # a result crosses back
+
+
+def test_record_keeps_verified_plans_and_whole_request_bounds(tmp_path: Path) -> None:
+    instance = tmp_path / "tiny-S.json"
+    instance.write_text(_smallest().read_text())
+    (tmp_path / "tiny-S.best.json").write_text(json.dumps({"objective": 1.0, "bound": None, "found_by": "old"}))
+    rows = solvers.run_instance(instance, ["highs"], time_limit=5.0, threads=1)
+    assert rows[0]["verified"] is True and rows[0]["restricted"] is False
+    out = solvers.record(instance, rows, 5.0, 1)
+    assert out is not None and out["objective"] == rows[0]["objective"] > 1.0
+    assert out["bound"] == rows[0]["bound"] and out["found_by"].startswith("HiGHS on the exported model (highspy")
+    refused = [{**rows[0], "verified": False, "objective": 1e12, "restricted": True, "bound": 1.0}]
+    assert solvers.record(instance, refused, 5.0, 1) == out  # neither an unverified plan nor a trimmed bound
