@@ -380,7 +380,8 @@ def merged(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
     their plan."""
     if old is None:
         return new
-    out = dict(new if new["objective"] >= old["objective"] else old)  # a tie: the newer run and its fields
+    # the better plan's fields (a tie: the newer run's), the other record's where it has none
+    out = {**old, **new} if new["objective"] >= old["objective"] else {**new, **old}
     out.update({k: new[k] for k in _MODEL_FIELDS if k in new})  # the instance's model as the newest run built it
     bounds = [r for r in (new, old) if r.get("bound") is not None]  # a tie: the newer proof
     if bounds:

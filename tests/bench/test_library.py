@@ -94,7 +94,7 @@ def test_new_records_say_who_found_them_and_how_big_the_model_is() -> None:
         pytest.skip("the loop, preempt and offpeak records are not all written yet")
     for path in newer:
         best = json.loads(path.read_text())
-        assert best["found_by"].startswith("placement.plan") and best["variables"] > 0 and best["constraints"] > 0
+        assert best["found_by"] and best["variables"] > 0 and best["constraints"] > 0  # who: plan() or a solver
         assert best["bound_kind"] in ("model", "relaxation", "none"), path
 
 
