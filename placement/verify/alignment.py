@@ -48,10 +48,9 @@ def runtime_h(job: Job | RunningJob, limits: dict[str, float] | None) -> float |
 
 def node_ends_h(ctx: Context, now: datetime, limits: dict[str, float] | None) -> dict[str, float]:
     """Node -> hours from now until its last running job is expected to end (absent: idle, 0)."""
-    stopped = {p.job for p in ctx.plan.preemptions if p.rule == "max_runtime"}
     out: dict[str, float] = {}
     for rj in ctx.request.cluster.running:
-        if rj.job in stopped:
+        if rj.job in ctx.stopped:
             continue
         runtime = runtime_h(rj, limits)
         if rj.started_at is None or runtime is None:

@@ -70,13 +70,12 @@ def rooms(ctx: Context) -> dict[str, Room]:
     """Free room of every node the planner weighs (`all_nodes`; nothing runs on the added ones)."""
     if "rooms" in ctx.memo:
         return ctx.memo["rooms"]  # type: ignore[no-any-return]
-    stopped = {p.job for p in ctx.plan.preemptions if p.rule == "max_runtime"}  # gone before the planner looks
     held: dict[str, set[int]] = {}
     occupied: set[tuple[str, int]] = set()  # partitioned GPUs holding a running instance
     cpu: dict[str, int] = {}
     mem: dict[str, int] = {}
     for rj in ctx.request.cluster.running:
-        if rj.job in stopped:
+        if rj.job in ctx.stopped:
             continue
         for pod in rj.pods:
             if pod.mig is not None:
@@ -122,11 +121,10 @@ def grown_rooms(ctx: Context) -> dict[str, Room]:
     out: dict[str, Room] = {}
     if request.may_preempt:
         now, least = request.planning_time(), request.policy.min_runtime_s
-        stopped = {p.job for p in ctx.plan.preemptions if p.rule == "max_runtime"}
         extra: dict[str, list[int]] = {}
         for rj in request.cluster.running:
             old = least == 0 or (rj.started_at is not None and (now - rj.started_at).total_seconds() >= least)
-            if rj.job in stopped or not rj.preemptible or not old:
+            if rj.job in ctx.stopped or not rj.preemptible or not old:
                 continue
             for pod in rj.pods:
                 node = ctx.nodes.get(pod.node)
@@ -136,8 +134,9 @@ def grown_rooms(ctx: Context) -> dict[str, Room]:
                 add[1] += cpu_units(pod.cpu, True)
                 add[2] += mem_units(pod.memory_gib, True)
         free = rooms(ctx)
-        out = {name: Room(r.gpus + extra.get(name, [0, 0, 0])[0], r.cpu + extra.get(name, [0, 0, 0])[1],
-                          r.memory + extra.get(name, [0, 0, 0])[2]) for name, r in free.items()}
+        none = [0, 0, 0]
+        out = {name: Room(r.gpus + e[0], r.cpu + e[1], r.memory + e[2])
+               for name, r in free.items() for e in (extra.get(name, none),)}
     ctx.memo["grown"] = out
     return out
 
@@ -191,8 +190,7 @@ def devices(ctx: Context, node: Node) -> tuple[frozenset[str], frozenset[str], b
     (no running pod holds them; not offered as shares), those of its shared ones, and whether it shares a GPU."""
     key = ("devices", node.name)
     if key not in ctx.memo:
-        stopped = {p.job for p in ctx.plan.preemptions if p.rule == "max_runtime"}
-        held = {(pod.mig.gpu, pod.mig.start) for rj in ctx.request.cluster.running if rj.job not in stopped
+        held = {(pod.mig.gpu, pod.mig.start) for rj in ctx.request.cluster.running if rj.job not in ctx.stopped
                 for pod in rj.pods if pod.node == node.name and pod.mig is not None and pod.gpu_share is None}
         whole: set[str] = set()
         shared: set[str] = set()

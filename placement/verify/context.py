@@ -46,6 +46,8 @@ class Context:
     resolved: list[Resolved] = field(default_factory=list)
     #: running jobs the plan preempts: their GPUs, CPU and memory are free for the plan's pods
     evicted: set[str] = field(default_factory=set)
+    #: of those, the jobs stopped for running past their limit: gone before the planner looks at the cluster
+    stopped: frozenset[str] = frozenset()
     #: views several rules read, each computed once per check; `topology.domains_of` fills the first
     domain_cache: dict[str, dict[str, str]] | None = field(default=None, repr=False)
     #: derived views other modules compute once per check, by name (placement.verify.candidates' node rooms,
@@ -85,6 +87,7 @@ class Context:
             running_cpu=cpu,
             running_mem=mem,
             evicted=evicted & {rj.job for rj in request.cluster.running},
+            stopped=frozenset(p.job for p in plan.preemptions if p.rule == "max_runtime"),
         )
         for i, a in enumerate(plan.assignments):
             job = ctx.pending_jobs.get(a.job)

@@ -252,8 +252,7 @@ def eviction_costs(ctx: Context, tier: Tiers) -> dict[str, float]:
 
 def _kept(ctx: Context) -> list[RunningJob]:
     """The running jobs the planner weighs: all but those the plan stops for running past their limit."""
-    stopped = {p.job for p in ctx.plan.preemptions if p.rule == "max_runtime"}
-    return [rj for rj in ctx.request.cluster.running if rj.job not in stopped]
+    return [rj for rj in ctx.request.cluster.running if rj.job not in ctx.stopped]
 
 
 def _may_go(ctx: Context, rj: RunningJob) -> bool:
