@@ -52,6 +52,7 @@ from placement_models.request import (
     TopologySlice,
     Weights,
 )
+from placement_models.speeds import Workload
 from placement_models.teams import Cohort, ResourceQuota
 
 __all__ = [
@@ -66,4 +67,5 @@ __all__ = [
     "JobTopology", "TopologySlice",
     "GpuSharing", "MigInstance", "MigSlot", "SharingChange",
     "BorrowWithinCohort", "PreemptionRule", "PreemptionRules", "ResourceQuota",
+    "Workload",
 ]

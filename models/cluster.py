@@ -44,6 +44,7 @@ from placement_models.base import (
     unset,
 )
 from placement_models.errors import ErrorList
+from placement_models.speeds import SpeedTable
 from pydantic import AfterValidator, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
@@ -276,6 +277,10 @@ class RunningJob(Strict):
     #: GPU-hours it has run so far over all its runs, this one included (unset: its GPUs × the time since
     #: `started_at`): `preset: las` ranks by it
     attained_gpu_h: float | None = Field(None, ge=0, le=1e12)
+    #: as on Job: its speed per GPU model, or a `workloads` entry's; its expected end scales with the slowest
+    #: GPU it holds (placement.timeline)
+    speeds: SpeedTable | None = None
+    workload: Name | None = None
     #: as on Job: what the metrics window saw (reported; a running job is not re-placed)
     observed_gpu_memory_gib: float | None = Field(None, ge=0, le=MAX_GPU_MEMORY_GIB)
     observed_sm_util: float | None = Field(None, ge=0, le=1)

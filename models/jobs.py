@@ -34,6 +34,7 @@ from placement_models.base import (
 )
 from placement_models.cluster import Toleration
 from placement_models.errors import ErrorList
+from placement_models.speeds import SpeedTable
 from pydantic import Field, field_validator, model_validator
 
 #: "auto" as `mig_profile` accepts: any case, with whitespace around (the rule in Task's schema reads it too)
@@ -162,6 +163,11 @@ class Job(Strict):
     checkpoint_interval_h: float | None = Field(None, gt=0, le=MAX_HOURS)
     #: expected hours of running; prices a placement (unset: costed as one hour)
     expected_runtime_h: float | None = Field(None, gt=0, le=1_000_000)
+    #: GPU model -> throughput relative to the model `expected_runtime_h` is for (placement_models.speeds): the
+    #: plan places by work done, and runtimes scale with the slowest GPU a placement picks (unset: alike everywhere)
+    speeds: SpeedTable | None = None
+    #: the name of a `workloads` entry whose speed table the job has (instead of `speeds`)
+    workload: Name | None = None
     #: GPU-hours it has run so far, over all its runs (a requeued or preempted job's): `preset: las` ranks by it
     attained_gpu_h: float | None = Field(None, ge=0, le=1e12)
     #: hours the job may run once started (reported as overdue past it; unset: its team's, else no limit)

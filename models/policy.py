@@ -88,6 +88,9 @@ class Weights(Strict):
     #: per whole GPU of a pod expected to run past the work already on its node, per day of the difference
     #: (at most one day): short work fills holes beside long work, so nodes free whole (compile/alignment.py)
     alignment: float = Field(0.0, ge=0, le=MAX_WEIGHT)
+    #: per GPU-equivalent of a job with a speed table (`speeds`, `workload`), times the share of its best speed
+    #: in the cluster its slowest GPU loses: a placement is worth the work it does (compile/throughput.py)
+    throughput: float = Field(1.0, ge=0, le=MAX_WEIGHT)
 
 
 #: a name in a previous plan (added nodes are named `pool/new-k`, a little longer than a name)

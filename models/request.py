@@ -35,6 +35,7 @@ from placement_models.cluster import (
 from placement_models.errors import ErrorList
 from placement_models.jobs import Job, JobTopology, Task, TopologySlice
 from placement_models.policy import Policy, PreemptionRules, PreviousAssignment, PreviousPlan, Weights, resolve_rules
+from placement_models.speeds import MAX_WORKLOADS, Workload
 from placement_models.teams import Cohort, FlavorQuota, GpuQuota, Quota, Team
 from pydantic import Field, model_validator
 
@@ -64,6 +65,8 @@ class PlacementRequest(Strict):
     #: Kueue cohorts the teams borrow in (`teams[].cohort`), possibly nested; none: one implicit cohort
     cohorts: bounded_list(Cohort, MAX_TEAMS) = Field(default_factory=list)
     policy: Policy = Field(default_factory=Policy)
+    #: named speed tables jobs share (`jobs[].workload`, `cluster.running[].workload`; placement_models.speeds)
+    workloads: bounded_list(Workload, MAX_WORKLOADS) = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _references(self) -> PlacementRequest:
@@ -92,6 +95,7 @@ class PlacementRequest(Strict):
         _check_teams(errors, self)
         _check_cohorts(errors, self)
         _check_topology(errors, self)
+        _check_workloads(errors, self)
         if self.policy.off_peak is not None and self.policy.peak:
             errors.add(("policy", "peak"), "set either peak or off_peak (which decides peak from the planning time)",
                        True)
@@ -223,6 +227,22 @@ def _unique(errors: ErrorList, base: tuple[str, ...], names: list[str], what: st
         if name in seen:
             errors.add((*base, i, "name"), f"duplicate {what} name '{name}'", name)
         seen.add(name)
+
+
+def _check_workloads(errors: ErrorList, request: PlacementRequest) -> None:
+    """Workload names are unique, a job names a declared one, and sets either `speeds` or `workload`."""
+    _unique(errors, ("workloads",), [w.name for w in request.workloads], "workload")
+    declared = {w.name for w in request.workloads}
+    holders = [(("cluster", "running", i), r) for i, r in enumerate(request.cluster.running)]
+    holders += [(("jobs", i), j) for i, j in enumerate(request.jobs)]
+    for loc, job in holders:
+        if job.workload is None:
+            continue
+        if job.speeds is not None:
+            errors.add((*loc, "workload"), "set either speeds or workload (which names a speed table)", job.workload)
+        elif job.workload not in declared:
+            known = ", ".join(sorted(declared)) or "none declared"
+            errors.add((*loc, "workload"), f"unknown workload '{job.workload}' (known: {known})", job.workload)
 
 
 def _check_running(errors: ErrorList, cluster: Cluster) -> None:

@@ -29,7 +29,7 @@ unpriced (0): the plan says so rather than invent a price.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,9 +96,11 @@ def job_gpus(job: Job) -> int:
     return sum(t.gpus * t.replicas for t in job.tasks)
 
 
-def compute_cost(job: Job, pod_gpus: np.ndarray | float, price: np.ndarray | float) -> np.ndarray | float:
-    """`pod_gpus` in GPU-equivalents: a MIG or shared pod pays its fraction of the GPU-hour price."""
-    return price * pod_gpus * runtime_h(job)
+def compute_cost(job: Job, pod_gpus: np.ndarray | float, price: np.ndarray | float,
+                 speed: np.ndarray | float = 1.0) -> np.ndarray | float:
+    """`pod_gpus` in GPU-equivalents: a MIG or shared pod pays its fraction of the GPU-hour price; `speed`: the
+    job's on the GPU it runs at (placement.speeds), so a pod pays for the hours the work takes there."""
+    return price * pod_gpus * runtime_h(job) / speed
 
 
 def reclaim_risk(job: Job, price: np.ndarray | float, reclaim: np.ndarray | float,
@@ -150,8 +152,11 @@ def held_back(request: PlacementRequest, nodes: Sequence[Node], free: np.ndarray
 
 
 def summary(request: PlacementRequest, nodes: Sequence[Node], pods: Sequence[tuple[Job, int, float]],
-            opened: Sequence[int]) -> CostSummary | None:
-    """The plan's expected cost from (job, node index, pod GPU-equivalents) per placed pod and the added nodes."""
+            opened: Sequence[int], speeds: Mapping[str, float] | None = None) -> CostSummary | None:
+    """The plan's expected cost from (job, node index, pod GPU-equivalents) per placed pod and the added nodes;
+    `speeds`: job name -> the speed its gang runs at (its slowest GPU's, placement.speeds; absent: 1.0), so a
+    job is billed for the hours its work takes on the GPUs the plan gives it."""
+    pace = speeds or {}
     prices = node_prices(request.cluster.pools, nodes)
     if not priced(request):
         return None
@@ -166,10 +171,11 @@ def summary(request: PlacementRequest, nodes: Sequence[Node], pods: Sequence[tup
         row["gpus"] += g
         row["spot"] += g if prices.spot[n] else 0.0
         row["hour"] += float(prices.price[n]) * g
-        row["compute"] += float(compute_cost(job, g, prices.price[n]))
+        row["compute"] += float(compute_cost(job, g, prices.price[n], pace.get(job.name, 1.0)))
         gang = max(float(job_gpus(job)), placed[job.name])
         row["risk"] += float(reclaim_risk(job, prices.price[n], prices.reclaim[n], gang))
-    rows = [JobCost(job=name, gpus=_r(r["gpus"]), spot_gpus=_r(r["spot"]), runtime_h=runtime_h(jobs[name]),
+    hours = {name: runtime_h(job) / pace.get(name, 1.0) for name, job in jobs.items()}
+    rows = [JobCost(job=name, gpus=_r(r["gpus"]), spot_gpus=_r(r["spot"]), runtime_h=hours[name],
                     per_hour=_r(r["hour"]), compute=_r(r["compute"]), reclaim_risk=_r(r["risk"]),
                     total=_r(r["compute"] + r["risk"]))
             for name, r in per_job.items()]
@@ -178,7 +184,7 @@ def summary(request: PlacementRequest, nodes: Sequence[Node], pods: Sequence[tup
     risk = sum(r["risk"] for r in per_job.values())
     return CostSummary(total=_r(compute + risk + provisioning), compute=_r(compute), reclaim_risk=_r(risk),
                        provisioning=_r(provisioning), per_hour=_r(sum(r["hour"] for r in per_job.values())),
-                       gpu_hours=_r(sum(r["gpus"] * runtime_h(jobs[k]) for k, r in per_job.items())), jobs=rows)
+                       gpu_hours=_r(sum(r["gpus"] * hours[k] for k, r in per_job.items())), jobs=rows)
 
 
 def provisioning_charge(request: PlacementRequest, node: Node) -> float:

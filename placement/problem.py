@@ -19,6 +19,8 @@ from placement_models import ErrorList, Job, Node, PlacementRequest, PreemptionR
 
 from placement import catalog, devices, pricing, provision, topology
 from placement.devices import DeviceView
+from placement.speeds import Speeds, slowest
+from placement.speeds import resolve as resolve_speeds
 from placement.teams import TeamIndex, build_index
 from placement.timeline import Schedule
 
@@ -228,6 +230,8 @@ class Problem:
     devices: DeviceView | None = None
     #: starved jobs that must start now and reservations for those that cannot (placement.reservation)
     schedule: Schedule = field(default_factory=Schedule)
+    #: each job's speed per GPU model, under catalog names (placement.speeds)
+    speeds: Speeds = field(default_factory=Speeds)
 
     def eviction_rules(self, j: int, r: int) -> tuple[str, ...]:
         """The rules of job j's team's `preemption` (else policy.preemption) under which placing it may preempt
@@ -274,6 +278,14 @@ class Problem:
         """The device view (every built problem has one; a hand-made one for a test may not)."""
         assert self.devices is not None, "problem built without a device view"
         return self.devices
+
+    def running_speed(self, r: int) -> float:
+        """The speed running job r runs at: its table's (placement.speeds) on its slowest GPU node; 1.0 without."""
+        table = self.speeds.running[r] if self.speeds.running else None
+        if table is None:
+            return 1.0
+        return slowest(table, (self.gpu_models[n] for n in self.running[r].nodes.tolist()
+                               if self.nodes[n].gpus > 0))
 
     def gpu_value(self, t: int) -> float:
         """A pod of task t in GPU-equivalents: whole GPUs, its share, or its MIG instance's fraction of a GPU."""
@@ -323,6 +335,7 @@ def build(request: PlacementRequest) -> Problem:
             models.append(found.name)
             memory[i] = found.memory_gib
     errors.raise_if_any()
+    speeds = resolve_speeds(request)
 
     capacity = np.array(
         [[n.gpus - len(n.unhealthy_gpus), cpu_units(n.cpu, False), mem_units(n.memory_gib, False)] for n in nodes],
@@ -371,7 +384,7 @@ def build(request: PlacementRequest) -> Problem:
     return Problem(
         request=request, nodes=nodes, node_index=node_index, gpu_models=tuple(models), capacity=capacity,
         free=free, free_gpu_ids=free_ids, jobs=tuple(request.jobs), tasks=tuple(tasks),
-        job_tasks=tuple(job_tasks), running=running, teams=teams, job_team=job_team, devices=view,
+        job_tasks=tuple(job_tasks), running=running, teams=teams, job_team=job_team, devices=view, speeds=speeds,
         # domains per level and in-node GPU graphs; bad topology input is rejected here, with its path
         facts=Facts(topology=topology.cluster_topology(request, nodes), rule_kinds=kinds),
     )

@@ -43,10 +43,11 @@ def enforced(request: PlacementRequest) -> Enforced:
     return {t.name: t.max_runtime_h for t in request.teams if t.max_runtime_h is not None}
 
 
-def runtime_h(job: Job | RunningJob, limits: Enforced) -> float | None:
-    """Hours the plan counts on `job` running in all: its `expected_runtime_h`, no longer than its enforced max
-    runtime (its own, else its team's; `limits` from `enforced`); None when neither is known."""
-    expected = job.expected_runtime_h
+def runtime_h(job: Job | RunningJob, limits: Enforced, speed: float = 1.0) -> float | None:
+    """Hours the plan counts on `job` running in all: its `expected_runtime_h` at `speed` (its slowest GPU's, per
+    its speed table: placement.speeds), no longer than its enforced max runtime (its own, else its team's;
+    `limits` from `enforced`); None when neither is known."""
+    expected = None if job.expected_runtime_h is None else job.expected_runtime_h / speed
     if limits is None:
         return expected
     limit = max_runtime(job, limits)
@@ -55,9 +56,9 @@ def runtime_h(job: Job | RunningJob, limits: Enforced) -> float | None:
     return limit if expected is None else min(expected, limit)
 
 
-def expected_end(run: RunningJob, now: datetime, limits: Enforced = None) -> datetime | None:
-    """When a running job's GPUs are expected to free up: start + `runtime_h`, and no earlier than now."""
-    runtime = runtime_h(run, limits)
+def expected_end(run: RunningJob, now: datetime, limits: Enforced = None, speed: float = 1.0) -> datetime | None:
+    """When a running job's GPUs are expected to free up: start + `runtime_h` (at `speed`), no earlier than now."""
+    runtime = runtime_h(run, limits, speed)
     if run.started_at is None or runtime is None:
         return None
     return max(now, run.started_at + timedelta(hours=runtime))

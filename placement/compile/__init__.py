@@ -39,6 +39,7 @@ from placement.compile import (
     reservation,
     sharing,
     stability,
+    throughput,
     topology,
     usage,
     waiting,
@@ -49,7 +50,7 @@ from placement.problem import Problem
 # mig_sharing before mig, mig before sharing and cost (module docstring): each reads what the one before writes
 MODULES: tuple[ModuleType, ...] = (gang, capacity, reservation, priority, fragmentation, quota, nominal, fairness,
                                    preemption, topology, mig_sharing, mig, sharing, cost, usage, stability, waiting,
-                                   alignment)
+                                   alignment, throughput)
 
 
 def build(problem: Problem, candidates: list[np.ndarray] | None = None,

@@ -34,7 +34,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 from placement_models import Job
 
-from placement import pricing, provision
+from placement import pricing, provision, speeds
 from placement.baseline import place_task
 from placement.baseline.topology import fill_gang
 from placement.compile import terms
@@ -64,7 +64,8 @@ def apply(ctx: ModelContext) -> None:
             job = problem.jobs[task.job]
             cand = ctx.candidates[t]
             gpus = task_milli(problem, t, cand) / MILLI  # GPU-equivalents: MIG and shared pods pay their part
-            compute = np.asarray(pricing.compute_cost(job, gpus, prices.price[cand]), dtype=float)
+            compute = np.asarray(pricing.compute_cost(job, gpus, prices.price[cand], paces(problem, t, cand)),
+                                 dtype=float)
             risk = pricing.reclaim_risk(job, prices.price[cand], prices.reclaim[cand], gang_gpus(problem, task.job))
             cheapest = _cheapest_existing(problem, t, job, prices.price, real)
             if cheapest is not None and not (job.deferrable and request.in_peak):
@@ -107,7 +108,17 @@ def _cheapest_existing(problem: Problem, t: int, job: Job, price: np.ndarray, re
     if not nodes.size:
         return None
     gpus = task_milli(problem, t, nodes) / MILLI
-    return float(np.min(pricing.compute_cost(job, gpus, price[nodes])))
+    return float(np.min(pricing.compute_cost(job, gpus, price[nodes], paces(problem, t, nodes))))
+
+
+def paces(problem: Problem, t: int, nodes: np.ndarray) -> np.ndarray | float:
+    """Task t's job's speed on each of `nodes` (placement.speeds; 1.0 without a table): a pod is priced for the
+    hours its work takes on its own GPU (linear, so exact for a gang on one model; the plan's cost block bills
+    the gang at its slowest member)."""
+    table = problem.speeds.pending[problem.tasks[t].job] if problem.speeds.pending else None
+    if table is None:
+        return 1.0
+    return np.array([speeds.speed(table, problem.gpu_models[n]) for n in nodes.tolist()], dtype=float)
 
 
 def priority_value(problem: Problem, t: int) -> float:
@@ -226,7 +237,8 @@ def _reserve_or_cost(problem: Problem, j: int, placement: Placement, usage: np.n
     prices = pricing.node_prices(request.cluster.pools, problem.nodes)
     job = problem.jobs[j]
     gang = gang_gpus(problem, j)
-    dollars = sum(k * (pricing.compute_cost(job, pod_gpus(problem, t, n), prices.price[n])
+    dollars = sum(k * (pricing.compute_cost(job, pod_gpus(problem, t, n), prices.price[n],
+                                            paces(problem, t, np.array([n]))[0] if problem.speeds.pending[j] else 1.0)
                        + pricing.reclaim_risk(job, prices.price[n], prices.reclaim[n], gang))
                   for (t, n), k in counts.items())
     value = sum(k * priority_value(problem, t) for (t, _), k in counts.items())

@@ -25,7 +25,7 @@ fit changes no weight.
 
 from __future__ import annotations
 
-from placement.compile import terms
+from placement.compile import terms, throughput
 from placement.compile.context import ModelContext
 from placement.problem import Problem
 
@@ -99,7 +99,9 @@ def strict_weights(problem: Problem) -> tuple[dict[int, float], dict[int, float]
         asked.setdefault(job.priority, 0.0)
         smallest.setdefault(job.priority, 1.0)
     knobs = problem.request.policy.weights
-    margin = sum(asked.values()) * (1.0 + knobs.fairness + 30.0 * knobs.aging + knobs.topology) + len(
+    # the throughput term (compile/throughput.py) may take up to its weight per GPU-equivalent, where speeds are given
+    paced = knobs.throughput if any(throughput.losses(problem, j) for j in range(len(problem.jobs))) else 0.0
+    margin = sum(asked.values()) * (1.0 + knobs.fairness + 30.0 * knobs.aging + knobs.topology + paced) + len(
         problem.jobs) * knobs.turnaround
     weights: dict[int, float] = {}
     bonus: dict[int, float] = dict.fromkeys(asked, 0.0)

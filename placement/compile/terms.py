@@ -32,6 +32,7 @@ USAGE_RIGHT_SIZE = "usage.right_size"
 STABILITY = "stability"
 TURNAROUND = "turnaround"
 ALIGNMENT = "alignment"
+THROUGHPUT = "throughput"
 
 #: term -> the compile module (placement.compile.<module>) that adds it
 MODULE: dict[str, str] = {
@@ -55,6 +56,7 @@ MODULE: dict[str, str] = {
     STABILITY: "stability",
     TURNAROUND: "waiting",
     ALIGNMENT: "alignment",
+    THROUGHPUT: "throughput",
 }
 #: every term the compiler may report
 NAMES = frozenset(MODULE)

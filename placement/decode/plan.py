@@ -9,12 +9,13 @@ lowest free indices when the node's graph is not described).
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timezone
 
 import numpy as np
 from placement_models import Assignment, Objective, Pending, Plan, PlanStatus, Preemption, SolverStats
 
-from placement import picks, pricing, provision
+from placement import picks, pricing, provision, speeds
 from placement.compile import cost, dominance
 from placement.compile import topology as topology_terms
 from placement.decode import devices, schedule
@@ -52,6 +53,19 @@ def assignments(problem: Problem, placement: Placement) -> list[Assignment]:
                                           gpus=gpus))
                     pod += 1
     return devices.attach(problem, placement, out)  # MIG instances and shared GPUs
+
+
+def gang_speeds(problem: Problem, placement: Placement) -> dict[str, float]:
+    """Job name -> the speed its gang runs at in this placement: its table's on its slowest GPU pod's node
+    (placement.speeds); only jobs with a table."""
+    out: dict[str, float] = {}
+    for (t, n), k in placement.counts.items():
+        j = problem.tasks[t].job
+        table = problem.speeds.pending[j] if problem.speeds.pending else None
+        if k and table is not None and problem.gpu_value(t) > 0:
+            name = problem.jobs[j].name
+            out[name] = min(out.get(name, math.inf), speeds.speed(table, problem.gpu_models[n]))
+    return out
 
 
 def decode(problem: Problem, placement: Placement, terms: dict[str, float], status: PlanStatus,
@@ -94,7 +108,8 @@ def decode(problem: Problem, placement: Placement, terms: dict[str, float], stat
                 preemptions=preempted, teams=teams, fairness_index=fairness_index,
                 objective=Objective(total=round(sum(rounded.values()), 6), terms=rounded), solver=stats,
                 provisioned=provision.opened(problem.request, problem.nodes, used),
-                cost=pricing.summary(problem.request, problem.nodes, pods, sorted(used & added)),
+                cost=pricing.summary(problem.request, problem.nodes, pods, sorted(used & added),
+                                     gang_speeds(problem, placement)),
                 mig_changes=devices.mig_changes(problem, placement),
                 sharing_changes=devices.sharing_changes(problem, placement),
                 reservations=schedule.reservations(problem, {problem.jobs[j].name for j in placed}),

@@ -22,6 +22,7 @@ from placement_models import Job, RunningJob
 
 from placement.verify.context import Context, Expected, Tally
 from placement.verify.priority import tiers
+from placement.verify.speeds import running_speed
 
 #: Delay past which the cost stops growing, hours.
 HORIZON_H = 24.0
@@ -34,9 +35,10 @@ def _limits(ctx: Context) -> dict[str, float] | None:
     return {t.name: t.max_runtime_h for t in ctx.request.teams if t.max_runtime_h is not None}
 
 
-def runtime_h(job: Job | RunningJob, limits: dict[str, float] | None) -> float | None:
-    """Hours the plan counts on the job running in all (module docstring); None when unknown."""
-    expected = job.expected_runtime_h
+def runtime_h(job: Job | RunningJob, limits: dict[str, float] | None, speed: float = 1.0) -> float | None:
+    """Hours the plan counts on the job running in all, its estimate at `speed` (module docstring); None when
+    unknown."""
+    expected = None if job.expected_runtime_h is None else job.expected_runtime_h / speed
     if limits is None:
         return expected
     limit = job.max_runtime_h if job.max_runtime_h is not None else (
@@ -52,7 +54,7 @@ def node_ends_h(ctx: Context, now: datetime, limits: dict[str, float] | None) ->
     for rj in ctx.request.cluster.running:
         if rj.job in ctx.stopped:
             continue
-        runtime = runtime_h(rj, limits)
+        runtime = runtime_h(rj, limits, running_speed(ctx, rj))
         if rj.started_at is None or runtime is None:
             h = math.inf
         else:

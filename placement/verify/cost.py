@@ -6,7 +6,8 @@ Cost summary (`cost`): per placed job, its GPU-equivalents (a whole-GPU pod its 
 instance's memory slices over its GPU's, a shared pod its gpu_share, times it on a shared MIG
 instance: placement.verify.quota derives them from the catalog) and those on spot nodes, the price per
 hour they cost at their pools' gpu_hour_price, compute = per_hour × runtime_h (the job's
-expected_runtime_h, else 1 h), total = compute + reclaim_risk (0 unless a pod is on a spot node); the
+expected_runtime_h, else 1 h, over the speed of its slowest GPU pod's node where it has a speed table:
+placement.verify.speeds), total = compute + reclaim_risk (0 unless a pod is on a spot node); the
 summary's totals are the sums of its rows plus provisioning (each added node's price × GPUs × its
 pool's min_billing_h). The reclaim risk itself is an estimate (placement.pricing's model), not
 recomputed.
@@ -23,6 +24,7 @@ from placement.verify.candidates import offers
 from placement.verify.context import FLOAT_SUM, SUMMED, Context, Expected, Resolved, Tally, num, pod_name
 from placement.verify.priority import pod_values, tiers
 from placement.verify.quota import assigned_gpus
+from placement.verify.speeds import pace
 
 
 def check_spot(ctx: Context) -> list[str]:
@@ -118,8 +120,11 @@ def check_cost(ctx: Context) -> list[str]:
     price, spot = _pricing(pools)
 
     per_job: dict[str, list[float]] = {}  # job -> [GPU-equivalents, on spot, per hour, pods on spot]
+    gang_speed: dict[str, float] = {}  # job -> the speed of its slowest GPU pod's node (placement.verify.speeds)
     for r in ctx.resolved:
         g = assigned_gpus(r)
+        if g > 0:
+            gang_speed[r.job.name] = min(gang_speed.get(r.job.name, math.inf), pace(ctx, r.job, r.node))
         row = per_job.setdefault(r.job.name, [0.0, 0.0, 0.0, 0.0])
         row[0] += g
         row[1] += g if spot(r.node) else 0.0
@@ -142,6 +147,7 @@ def check_cost(ctx: Context) -> list[str]:
         gpus, on_spot, per_hour, spot_pods = per_job[row.job]
         job = ctx.pending_jobs[row.job]
         runtime = job.expected_runtime_h if job.expected_runtime_h is not None else DEFAULT_RUNTIME_H
+        runtime /= gang_speed.get(row.job, 1.0)  # a job is billed for the hours its gang takes (slowest member)
         differs(f"job {row.job}'s gpus", row.gpus, gpus)
         differs(f"job {row.job}'s spot_gpus", row.spot_gpus, on_spot)
         differs(f"job {row.job}'s per_hour", row.per_hour, per_hour)
@@ -178,7 +184,8 @@ def check_cost(ctx: Context) -> list[str]:
 # (its whole GPUs, or its shares and instances if more; their parts follow the planner's nodes, so between
 # the verifier's pod values and a whole GPU each), each pod's coefficient in model units (`Tally`).
 # `deferral`: a deferrable job's pods earn −½ of their priority value during peak, +5 % off peak.
-# `cost.compute`: −weight × each pod's price × GPU-equivalents × runtime above the cheapest existing node its
+# `cost.compute`: −weight × each pod's price × GPU-equivalents × runtime (over the job's speed on that node, where
+# it has a speed table: each node its own) above the cheapest existing node its
 # task could use, capped at half the pod's priority value (weights.priority × class weight × GPU-equivalents)
 # over weights.cost; the full price for a deferrable job in peak, and on an added node when no existing node
 # could take the task. Which nodes the task could use is the planner's filter, derived again in
@@ -297,7 +304,7 @@ def _compute_bounds(ctx: Context, classes: dict[int, float] | None,
     loose = 0
     for r in ctx.resolved:
         g = assigned_gpus(r)
-        full = price(r.node) * g * _runtime(r.job)
+        full = price(r.node) * g * _runtime(r.job) / pace(ctx, r.job, r.node)
         if r.job.deferrable and ctx.request.in_peak:
             exact.add(-full, 1, weight)
             continue
@@ -333,7 +340,7 @@ def _existing(ctx: Context, r: Resolved, g: float,
     maybe: list[float] = []
     for c, found, _ in offers(ctx, r.job, r.task):
         if not c.added:
-            (sure if found else maybe).append(price(c.node) * g * _runtime(r.job))
+            (sure if found else maybe).append(price(c.node) * g * _runtime(r.job) / pace(ctx, r.job, c.node))
     possible = sure + maybe
     least = min(possible) if possible else math.nan
     most = max(possible) if possible else math.nan

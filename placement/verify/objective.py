@@ -29,6 +29,7 @@ from placement.verify import (
     priority,
     sharing,
     stability,
+    throughput,
     topology,
     turnaround,
     usage,
@@ -59,6 +60,7 @@ TERMS: dict[str, Checker] = {
     "stability": stability.check_stability_term,
     "turnaround": turnaround.check_turnaround_term,
     "alignment": alignment.check_alignment_term,
+    "throughput": throughput.check_throughput_term,
 }
 
 

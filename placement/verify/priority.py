@@ -12,7 +12,8 @@ instance's memory slices over its GPU's, the smallest over the nodes its selecto
 * `strict` (the default): tiers, lowest first — every level by itself, then, for teams holding a nominal
   GPU quota somewhere, their GPUs within nominal level by level. With G the GPU-equivalents a tier asks
   (Σ pod value × replicas), v its smallest pod value, B what the tiers below add at their weights
-  (Σ weight × G) and M = ΣG × (1 + fairness + 30 × aging + topology) + jobs × turnaround (the most
+  (Σ weight × G) and M = ΣG × (1 + fairness + 30 × aging + topology [+ throughput where a weighed job
+  loses speed on some GPU model: placement.verify.throughput]) + jobs × turnaround (the most
   every other term values those GPUs at), the lowest tier weighs 1 and each next one (B + M) / v, but at
   most 1e9 / max(G, 1) (the weights are then *capped*); a within-nominal tier's bonus is its weight less
   its level's own.
@@ -49,6 +50,7 @@ from placement.verify.context import Context, Expected, Tally
 from placement.verify.quota import quota_scopes
 from placement.verify.screen import screened
 from placement.verify.selectors import allowed
+from placement.verify.speeds import loses
 
 CPU_POD_VALUE = 0.01
 TOP_WEIGHT = 10.0
@@ -156,7 +158,8 @@ def _tiers(ctx: Context, jobs: tuple[Job, ...]) -> Tiers | None:
                 inside[job.priority] = inside.get(job.priority, 0.0) + value * task.replicas
                 least_in[job.priority] = min(least_in.get(job.priority, value), value)
     knobs = policy.weights
-    margin = sum(asked.values()) * (1.0 + knobs.fairness + 30.0 * knobs.aging + knobs.topology) \
+    paced = knobs.throughput if any(loses(ctx, job) for job in jobs) else 0.0
+    margin = sum(asked.values()) * (1.0 + knobs.fairness + 30.0 * knobs.aging + knobs.topology + paced) \
         + len(jobs) * knobs.turnaround
     weights: dict[int, float] = {}
     bonus = dict.fromkeys(asked, 0.0)

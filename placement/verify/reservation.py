@@ -18,15 +18,16 @@ from datetime import datetime, timedelta
 from placement_models import Job, RunningJob
 
 from placement.verify.context import Context, max_runtime
+from placement.verify.speeds import running_speed
 
 
 def _now(ctx: Context) -> datetime:
     return ctx.request.planning_time()
 
 
-def _runtime(job: Job | RunningJob, ctx: Context) -> float | None:
-    """The hours a job is counted on to run: its estimate, capped by a max runtime that eviction enforces."""
-    hours = [job.expected_runtime_h]
+def _runtime(job: Job | RunningJob, ctx: Context, speed: float = 1.0) -> float | None:
+    """The hours a job is counted on to run: its estimate at `speed`, capped by a max runtime eviction enforces."""
+    hours = [None if job.expected_runtime_h is None else job.expected_runtime_h / speed]
     if ctx.request.policy.overdue == "evict":
         hours.append(max_runtime(ctx.request, job))
     known = [h for h in hours if h is not None]
@@ -34,7 +35,7 @@ def _runtime(job: Job | RunningJob, ctx: Context) -> float | None:
 
 
 def _end(run: RunningJob, now: datetime, ctx: Context) -> datetime | None:
-    runtime = _runtime(run, ctx)
+    runtime = _runtime(run, ctx, running_speed(ctx, run))
     if run.started_at is None or runtime is None:
         return None
     return max(now, run.started_at + timedelta(hours=runtime))
