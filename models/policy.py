@@ -291,6 +291,10 @@ class Policy(Strict):
     #: what a lower class's newly placed jobs hold; within a class the joint objective decides.
     #: `weighted`: each priority level weighs 1 to 10 per GPU, so a big low gang may outweigh a small high job
     priority_mode: Literal["strict", "weighted"] = "strict"
+    #: what the fairness term counts a team holding: `gpus` (default: GPU-equivalents) or `work`: each GPU times
+    #: its job's speed there over the job's best in the cluster (jobs' `speeds`), Gavel's max-min fairness over
+    #: normalised throughput: a team whose work runs on slow GPUs holds less and is served first
+    fair_share: Literal["gpus", "work"] = "gpus"
     relative_gap_limit: float = Field(0.0, ge=0, le=1)
     weights: Weights = Field(default_factory=Weights)
     #: last cycle's plan: pending pods that keep their node earn weights.stability, so plans do not

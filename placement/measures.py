@@ -12,6 +12,11 @@ of the whole cluster; nodes the solver provisions against nodes a scenario adds)
   nodes the plan provisions, whether busy or idle: what the cluster costs to keep.
 * nodes added / removed: against the base request, by any means (a scenario's added nodes, nodes
   the plan provisions; a removed rack).
+* work placed (`placed_work`): the GPUs the plan places, each times its job's speed on that GPU's model
+  (`speeds`, `workload`; 1.0 without a table): reference GPUs of work, so a K80 that runs a job at a quarter
+  of a V100's speed counts a quarter. Equal to the GPUs placed where no job declares speeds.
+* work per $ (`work_per_dollar`): work placed / placed work cost per hour: reference GPU-hours of work per
+  currency unit, the measure that answers "which GPUs should we add" for a queue mix.
 * objective: only comparable between requests that score plans alike (`scores_alike`); shown
   only there.
 """
@@ -24,6 +29,8 @@ from typing import Any
 
 from placement_models import PlacementRequest, Plan
 
+from placement import catalog, speeds
+
 #: JSON key -> table label, for the measures whose names were ambiguous before
 LABELS = {
     "placed_cost_per_hour": "placed work cost/h",
@@ -33,6 +40,8 @@ LABELS = {
     "nodes_added": "nodes added",
     "nodes_removed": "nodes removed",
     "objective": "objective",
+    "placed_work": "work placed",
+    "work_per_dollar": "work per $",
 }
 
 #: one line per label, printed under the tables that show it
@@ -44,6 +53,8 @@ LEGEND = {
     "cluster_cost_total": "cluster cost/h over the simulated run",
     "nodes_added": "nodes beyond the base cluster, by any means: added by the scenario or provisioned by the plan",
     "nodes_removed": "base nodes the scenario takes away",
+    "placed_work": "GPUs placed, each times its job's speed on that GPU's model (reference GPUs of work)",
+    "work_per_dollar": "work placed per placed work cost/h: reference GPU-hours of work per currency unit",
     "objective": "the planner's score; shown only where the request scores plans as the base does (same jobs, "
                  "running work, teams, pools and policy; nodes may differ), '-' elsewhere",
 }
@@ -64,6 +75,25 @@ def cluster_cost_per_hour(request: PlacementRequest, plan: Plan) -> float:
         gpus = templates[prov.pool].gpus if prov.pool in templates else 0
         per_hour += gpus * len(prov.nodes) * price.get(prov.pool, 0.0)
     return per_hour
+
+
+def placed_work(request: PlacementRequest, plan: Plan) -> float:
+    """Σ over the plan's GPUs of its job's speed on that GPU's model (placement.speeds): reference GPUs of work."""
+    tables = speeds.resolve(request)
+    table_of = dict(zip((j.name for j in request.jobs), tables.pending, strict=True))
+    model_of = {n.name: n.gpu_model for n in request.cluster.nodes}
+    work = 0.0
+    for a in plan.assignments:
+        found = catalog.lookup(model_of[a.node]) if model_of.get(a.node) else None
+        work += len(a.gpus) * speeds.speed(table_of.get(a.job), found.name if found is not None else None)
+    return work
+
+
+def work_per_dollar(request: PlacementRequest, plan: Plan) -> float | None:
+    """`placed_work` per the plan's placed work cost per hour (None without prices or placed work)."""
+    if plan.cost is None or not plan.cost.per_hour:
+        return None
+    return placed_work(request, plan) / plan.cost.per_hour
 
 
 def nodes_added(base: PlacementRequest, request: PlacementRequest, plan: Plan | None) -> int:

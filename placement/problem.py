@@ -177,6 +177,8 @@ class Facts:
     screened: tuple[Problem, list[int]] | None = None
     #: Milli-GPU per unit of the soft terms' variables (`placement.compile.quota.quantum`).
     quota_quantum: int | None = None
+    #: the GPU models of the nodes with GPUs (Problem.gpu_node_models)
+    gpu_node_models: frozenset[str | None] | None = None
     #: Class weights and the nominal bonus per priority level (`placement.compile.priority`).
     class_tiers: tuple[dict[int, float], dict[int, float]] | None = None
     #: Per pending job, the alignment term's charge per GPU (`placement.compile.alignment`; dominance asks
@@ -278,6 +280,13 @@ class Problem:
         """The device view (every built problem has one; a hand-made one for a test may not)."""
         assert self.devices is not None, "problem built without a device view"
         return self.devices
+
+    def gpu_node_models(self) -> frozenset[str | None]:
+        """The GPU models of the nodes with GPUs, added ones included (None: a GPU node without a model)."""
+        if self.facts.gpu_node_models is None:
+            self.facts.gpu_node_models = frozenset(m for n, m in zip(self.nodes, self.gpu_models, strict=True)
+                                                   if n.gpus > 0)
+        return self.facts.gpu_node_models
 
     def running_speed(self, r: int) -> float:
         """The speed running job r runs at: its table's (placement.speeds) on its slowest GPU node; 1.0 without."""

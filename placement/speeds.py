@@ -80,3 +80,13 @@ def slowest(table: Table | None, models: Iterable[str | None]) -> float:
 def scaled_runtime(hours: float, table: Table | None, models: Iterable[str | None]) -> float:
     """Hours a job estimated at `hours` (at throughput 1.0) runs on GPUs of these models."""
     return hours / slowest(table, models)
+
+
+def best(table: Table | None, models: Iterable[str | None]) -> float:
+    """The job's best speed over these GPU models (1.0 with no model)."""
+    return max((speed(table, m) for m in models), default=1.0)
+
+
+def normalised(table: Table | None, model: str | None, models: Iterable[str | None]) -> float:
+    """Speed on `model` over the best on `models` (the cluster's): 1.0 on the job's best GPU, or without a table."""
+    return speed(table, model) / best(table, models) if table is not None else 1.0

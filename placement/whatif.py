@@ -302,6 +302,9 @@ class Row:
     placed_expected_cost: float | None
     cluster_cost_per_hour: float
     fairness: float
+    #: reference GPUs of work placed, and per currency unit per hour (placement.measures)
+    placed_work: float
+    work_per_dollar: float | None
     nodes_added: int
     nodes_removed: int
     objective: float
@@ -383,7 +386,10 @@ def summarise(name: str, request: PlacementRequest, plan: Plan, base: PlacementR
         placed_cost_per_hour=None if cost is None else cost.per_hour,
         placed_expected_cost=None if cost is None else cost.total,
         cluster_cost_per_hour=measures.cluster_cost_per_hour(request, plan),
-        fairness=round(fairness(request, plan), 4), nodes_added=measures.nodes_added(base, request, plan),
+        fairness=round(fairness(request, plan), 4),
+        placed_work=round(measures.placed_work(request, plan), 4),
+        work_per_dollar=None if (wpd := measures.work_per_dollar(request, plan)) is None else round(wpd, 4),
+        nodes_added=measures.nodes_added(base, request, plan),
         nodes_removed=measures.nodes_removed(base, request),
         objective=plan.objective.total, objective_comparable=measures.scores_alike(base, request),
     )
@@ -424,7 +430,8 @@ def _fmt(value: Any) -> str:
 _ROWS = (("status", "status"), ("GPUs placed", "gpus_placed"), ("jobs placed", "jobs_placed"),
          ("jobs pending", "jobs_pending"), *((measures.LABELS[k], k) for k in (
              "placed_cost_per_hour", "placed_expected_cost", "cluster_cost_per_hour")),
-         ("fairness (Jain)", "fairness"), *((measures.LABELS[k], k) for k in ("nodes_added", "nodes_removed")))
+         ("fairness (Jain)", "fairness"), *((measures.LABELS[k], k) for k in (
+             "placed_work", "work_per_dollar", "nodes_added", "nodes_removed")))
 
 
 def render_table(rows: list[Row]) -> str:

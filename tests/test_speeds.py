@@ -18,6 +18,8 @@ from placement.api import plan
 from placement.problem import build
 from placement.speeds import scaled_runtime, slowest, speed
 from placement.verify import verify
+from placement.verify.context import Context
+from placement.verify.fairness import team_work
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -141,3 +143,25 @@ def test_cost_is_per_unit_of_work() -> None:
     assert rows["rl"].runtime_h == pytest.approx(12.5) and rows["rl"].compute == pytest.approx(4 * 0.5 * 12.5)
     assert rows["lm"].runtime_h == pytest.approx(10.0) and rows["lm"].compute == pytest.approx(4 * 1.2 * 10.0)
     assert verify(_request(nodes, jobs, cluster={"pools": pools}, policy={"weights": {"throughput": 0.0}}), p) == []
+
+
+def test_fair_share_in_work_serves_the_team_whose_gpus_do_least_for_it() -> None:
+    # Team a holds 4 K80s running an LM job (a quarter of its V100 speed: 1 GPU of work); team b holds 2 V100s.
+    # Counting GPUs, b holds less and gets the free V100s; counting work (Gavel's normalised throughput), a does.
+    nodes = [{"name": "k80-0", "gpus": 4, "cpu": 64, "memory_gib": 512, "gpu_model": "K80"},
+             {"name": "v100-0", "gpus": 8, "cpu": 64, "memory_gib": 512, "gpu_model": "V100"}]
+    running = [{"job": "a-run", "team": "a", "speeds": LM,
+                "pods": [{"task": "w", "node": "k80-0", "gpus": [0, 1, 2, 3]}]},
+               {"job": "b-run", "team": "b", "speeds": RL, "pods": [{"task": "w", "node": "v100-0", "gpus": [0, 1]}]}]
+    jobs = [_job("a-new", team="a", speeds=LM), _job("b-new", team="b", speeds=RL)]
+    teams = [{"name": "a"}, {"name": "b"}]
+    placed = {}
+    for unit in ("gpus", "work"):
+        request = _request(nodes, jobs, cluster={"running": running}, teams=teams,
+                           policy={"fair_share": unit, "weights": {"throughput": 0.0}})
+        p = plan(request)
+        assert verify(request, p) == []
+        placed[unit] = {a.job for a in p.assignments}
+        if unit == "work":  # the verifier's own count: a's 4 K80s at 1/4 plus the 4 V100s it gets; b's 2 V100s
+            assert team_work(Context.build(request, p)) == {"a": 1000 + 4000, "b": 2000}
+    assert placed == {"gpus": {"b-new"}, "work": {"a-new"}}

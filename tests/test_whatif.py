@@ -143,3 +143,18 @@ def test_cli_what_if_rejects_a_bad_scenario_with_exit_2(tmp_path: Path,
     code = cli_main(["what-if", str(EXAMPLES / "request.json"), "--scenario", str(bad)])
     assert code == 2
     assert "no node in rack r42" in capsys.readouterr().err
+
+
+def test_work_per_dollar_compares_gpu_models_for_a_queue_mix() -> None:
+    # The mixed-fleet example: each added model's work placed counts its GPUs at the queue's speeds there.
+    fleet = EXAMPLES / "fleet"
+    data = json.loads((fleet / "request.json").read_text())
+    data["policy"]["time_limit_s"] = 2
+    scenarios = [s for f in sorted(fleet.glob("add-*.yaml")) for s in load_scenarios(f)]
+    assert [s.name for s in scenarios] == ["add-k80", "add-p100", "add-v100"]
+    result = what_if(data, scenarios, processes=1)
+    for row in result.rows:
+        assert 0 < row.placed_work != row.gpus_placed  # each GPU counts its job's speed there, not 1
+        assert row.work_per_dollar == pytest.approx(row.placed_work / row.placed_cost_per_hour, abs=1e-3)
+    base_plain = what_if(_request(), [], processes=1).rows[0]
+    assert base_plain.placed_work == base_plain.gpus_placed  # no speed tables: work placed is GPUs placed

@@ -15,6 +15,12 @@ compile/quota.py); the segments count quanta (`compile.quota.quantum`: whole GPU
 takes whole GPUs), fine enough for a MIG instance or a share, coarse enough for integer objective
 coefficients.
 
+**fair share in work** (`policy.fair_share: work`): A_T counts each GPU-equivalent times its job's speed
+there over the job's best on the cluster's GPU models (placement.speeds; 1 without a table), Gavel's
+normalised throughput: a team whose jobs run on GPUs slow for them holds less, so it is served first. A
+pending pod counts its own GPU's speed (linear), a running job its slowest GPU's; each coefficient is
+rounded to milli-GPU. The entitlements stay in GPUs: a team's max-min share of the cluster.
+
 **aging.** A placed pod is worth `weights.aging` × its GPU-equivalents (0.01 for a CPU-only pod,
 as in the priority term) per day its job has waited since `submitted_at` (against the planning
 time), capped at `MAX_AGE_DAYS`, so that a long wait eventually outweighs a gap in priority.
@@ -25,11 +31,12 @@ from __future__ import annotations
 import numpy as np
 from ortools.sat.python import cp_model
 
+from placement import speeds
 from placement.compile import terms
 from placement.compile.context import SCALE, ModelContext
 from placement.compile.priority import pod_value
-from placement.compile.quota import bounds, quantum, team_gpus
-from placement.holdings import held_after, problem_entitlements
+from placement.compile.quota import Held, bounds, quantum, team_gpus
+from placement.holdings import held_after, problem_entitlements, running_use, task_milli
 from placement.problem import Problem
 from placement.solution import Placement
 from placement.teams import MILLI
@@ -67,7 +74,8 @@ def _fairness(ctx: ModelContext) -> None:
     if problem.teams is None or weight == 0:
         return
     entitled = problem_entitlements(problem)
-    held = team_gpus(ctx, np.ones(problem.n_nodes, dtype=bool))
+    everywhere = np.ones(problem.n_nodes, dtype=bool)
+    held = team_work(ctx) if problem.request.policy.fair_share == "work" else team_gpus(ctx, everywhere)
     segs: dict[int, list[cp_model.IntVar]] = {}
     step = quantum(problem)  # milli-GPU per segment unit
     per_quantum = step / MILLI  # GPUs per segment unit
@@ -84,13 +92,50 @@ def _fairness(ctx: ModelContext) -> None:
         segs[team] = seg
 
     def hint(ctx: ModelContext, placement: Placement, values: dict[int, int]) -> None:
-        after = held_after(ctx.problem, placement)
+        if problem.request.policy.fair_share == "work":  # the held expression at the placement's values
+            after = [sum(c * values[v.index] for v, c in zip(variables, coefs, strict=True)) + const
+                     for variables, coefs, const in held]
+        else:
+            after = held_after(ctx.problem, placement)
         for team, seg in segs.items():
             for var, v in zip(seg, fill(int(after[team]) // step, [bounds(s)[1] for s in seg]), strict=True):
                 values[var.index] = v
 
     if segs:
         ctx.on_hint(hint)
+
+
+def team_work(ctx: ModelContext) -> Held:
+    """Per team, its normalised work after the plan in milli-GPU (module docstring): `team_gpus` with each
+    GPU-equivalent weighed by its job's speed there over its best."""
+    problem = ctx.problem
+    assert problem.teams is not None
+    models = problem.gpu_node_models()
+    out: Held = [([], [], 0) for _ in range(problem.teams.size)]
+    for r in problem.running:
+        if r.team < 0:
+            continue
+        table = problem.speeds.running[r.index] if problem.speeds.running else None
+        ratio = problem.running_speed(r.index) / speeds.best(table, models) if table is not None else 1.0
+        here = round(int(running_use(problem, r.index)[:, 0].sum()) * ratio)
+        variables, coefs, const = out[r.team]
+        if r.index in ctx.evicted and here:
+            variables.append(ctx.evicted[r.index])
+            coefs.append(-here)
+        out[r.team] = (variables, coefs, const + here)
+    for t, cand in enumerate(ctx.candidates):
+        task = problem.tasks[t]
+        team = problem.job_team[task.job]
+        if team < 0 or not len(cand):
+            continue
+        table = problem.speeds.pending[task.job] if problem.speeds.pending else None
+        each = task_milli(problem, t, cand).tolist()
+        for var, n, c in zip(ctx.x[t], cand.tolist(), each, strict=True):
+            work = round(c * speeds.normalised(table, problem.gpu_models[n], models))
+            if work:
+                out[team][0].append(var)
+                out[team][1].append(int(work))
+    return out
 
 
 def waited_days(problem: Problem, j: int) -> float:

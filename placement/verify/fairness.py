@@ -14,6 +14,10 @@ decimals) and not derived again: the term may take each value the entitlements' 
 (`segment_choices`). The model gives segments only to teams with a variable, so a team holding running
 work that places nothing may count or not (`may_hold_segments`). Derived where every pending pod takes
 whole GPUs (`whole_gpu_work`); each quantum's coefficient in model units (`Tally`).
+
+With `policy.fair_share: work`, A_T counts work (`team_work`): each placed pod's milli-GPU times its job's speed
+on that node's GPU model over the job's best on the request's GPU models, rounded to milli-GPU per pod; a kept
+running job its milli-GPU times its slowest GPU's speed over its best, rounded per job (placement.verify.speeds).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import math
 from placement.verify.context import SCALE, SUMMED, Context, Expected, Tally
 from placement.verify.priority import pod_values, tiers
 from placement.verify.quota import GPUS, Scope, assigned_gpus, mig_fraction, running_pod_gpus, team_gpus
+from placement.verify.speeds import best, gpu_models, pace, running_speed, table_of
 
 MAX_AGE_DAYS = 30.0
 SLOPES = (1.0, 0.75, 0.5, 0.25)
@@ -114,6 +119,24 @@ def may_hold_segments(ctx: Context, team: str) -> bool:
         ctx.request.may_preempt and any(rj.team == team and rj.preemptible for rj in ctx.request.cluster.running))
 
 
+def team_work(ctx: Context) -> dict[str, int]:
+    """Per declared team, its normalised work after the plan in milli-GPU (module docstring)."""
+    models = gpu_models(ctx)
+    out = {t.name: 0 for t in ctx.request.teams}
+    for rj in ctx.request.cluster.running:
+        if rj.team not in out or rj.job in ctx.evicted:
+            continue
+        table = table_of(ctx, rj)
+        ratio = 1.0 if table is None else running_speed(ctx, rj) / best(table, models)
+        out[rj.team] += round(round(sum(running_pod_gpus(ctx, pod) for pod in rj.pods) * MILLI) * ratio)
+    for r in ctx.resolved:
+        if r.job.team in out:
+            table = table_of(ctx, r.job)
+            ratio = 1.0 if table is None else pace(ctx, r.job, r.node) / best(table, models)
+            out[r.job.team] += round(round(assigned_gpus(r) * MILLI) * ratio)
+    return out
+
+
 def check_fairness_term(ctx: Context) -> list[Expected] | None:
     """`fairness` (module docstring): each team's GPU-equivalents after the plan, in quanta, fill its segments,
     each quantum's coefficient in model units (`Tally`). Teams the plan places pods for count; a team holding
@@ -127,7 +150,10 @@ def check_fairness_term(ctx: Context) -> list[Expected] | None:
     step = quantum(ctx)
     per_quantum = step / MILLI
     everywhere = Scope("cluster", set(ctx.nodes), {}, {}, {}, GPUS)
-    _, after = team_gpus(ctx, everywhere)
+    if ctx.request.policy.fair_share == "work":
+        after = {name: milli / MILLI for name, milli in team_work(ctx).items()}
+    else:
+        _, after = team_gpus(ctx, everywhere)
     entitled = {t.team: t.entitlement for t in ctx.plan.teams}
     placing = {r.job.team for r in ctx.resolved if assigned_gpus(r) > 0}  # CPU-only pods are no variable
     sums: dict[int, int] = {0: 0}  # model units -> unsure units

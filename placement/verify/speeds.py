@@ -67,3 +67,8 @@ def pace(ctx: Context, job: Job, node: Node) -> float:
     if table is None or node.gpu_model is None:
         return 1.0
     return float(table.get(str(canonical(node.gpu_model)), 1.0))
+
+
+def best(table: Mapping[str, float], models: set[str | None]) -> float:
+    """The job's best speed over these GPU models (1.0 with none)."""
+    return max((table.get(m, 1.0) if m is not None else 1.0 for m in models), default=1.0)
