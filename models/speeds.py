@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from placement_models.base import MAX_WORD, Name, Strict, bounded_dict
+from placement_models.base import JSON_NUMBER, MAX_WORD, Name, Strict, bounded_dict
 from pydantic import Field
 
 #: GPU models one table may name (the catalog holds a few dozen)
@@ -24,7 +24,7 @@ MAX_WORKLOADS = 1_000
 MAX_SPEED = 1_000.0
 
 #: relative throughput on one GPU model (1.0: the model the runtime estimates are for)
-Speed = Annotated[float, Field(gt=0, le=MAX_SPEED)]
+Speed = Annotated[float, JSON_NUMBER, Field(gt=0, le=MAX_SPEED)]
 GpuModelName = Annotated[str, Field(min_length=1, max_length=MAX_WORD)]
 #: GPU model -> relative throughput
 SpeedTable = bounded_dict(GpuModelName, Speed, MAX_SPEED_MODELS)

@@ -345,10 +345,12 @@ targets (each bench's --help lists its options):
   slurm            an ITP slice replayed into a real Slurm (placement.slurm.lab): Slurm's own backfill
                    against placement deciding, numbers from Slurm's job completion log
   solvers          the exported MPS solved by HiGHS and SCIP beside CP-SAT (placement.plan), same time limit
-                   and threads; each MIP solution read back into a plan and verified (default: instances/library)"""
+                   and threads; each MIP solution read back into a plan and verified (default: instances/library)
+  fleet            Gavel's job mix (OSDI'20) on a third each V100/P100/K80 nodes: our optimizer without and with
+                   job speeds against a Gavel-like max-min fairness scheduler; JCT, utilisation, Jain's fairness"""
 
 
-NAMED_BENCHES = ("openb", "cycles", "topology", "teams", "mig", "cost", "scale", "slurm", "solvers")
+NAMED_BENCHES = ("openb", "cycles", "topology", "teams", "mig", "cost", "scale", "slurm", "solvers", "fleet")
 
 
 def cmd_bench(args: argparse.Namespace, rest: list[str]) -> int:

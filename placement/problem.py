@@ -19,7 +19,7 @@ from placement_models import ErrorList, Job, Node, PlacementRequest, PreemptionR
 
 from placement import catalog, devices, pricing, provision, topology
 from placement.devices import DeviceView
-from placement.speeds import Speeds, slowest
+from placement.speeds import Speeds
 from placement.speeds import resolve as resolve_speeds
 from placement.teams import TeamIndex, build_index
 from placement.timeline import Schedule
@@ -177,8 +177,6 @@ class Facts:
     screened: tuple[Problem, list[int]] | None = None
     #: Milli-GPU per unit of the soft terms' variables (`placement.compile.quota.quantum`).
     quota_quantum: int | None = None
-    #: the GPU models of the nodes with GPUs (Problem.gpu_node_models)
-    gpu_node_models: frozenset[str | None] | None = None
     #: Class weights and the nominal bonus per priority level (`placement.compile.priority`).
     class_tiers: tuple[dict[int, float], dict[int, float]] | None = None
     #: Per pending job, the alignment term's charge per GPU (`placement.compile.alignment`; dominance asks
@@ -281,21 +279,6 @@ class Problem:
         assert self.devices is not None, "problem built without a device view"
         return self.devices
 
-    def gpu_node_models(self) -> frozenset[str | None]:
-        """The GPU models of the nodes with GPUs, added ones included (None: a GPU node without a model)."""
-        if self.facts.gpu_node_models is None:
-            self.facts.gpu_node_models = frozenset(m for n, m in zip(self.nodes, self.gpu_models, strict=True)
-                                                   if n.gpus > 0)
-        return self.facts.gpu_node_models
-
-    def running_speed(self, r: int) -> float:
-        """The speed running job r runs at: its table's (placement.speeds) on its slowest GPU node; 1.0 without."""
-        table = self.speeds.running[r] if self.speeds.running else None
-        if table is None:
-            return 1.0
-        return slowest(table, (self.gpu_models[n] for n in self.running[r].nodes.tolist()
-                               if self.nodes[n].gpus > 0))
-
     def gpu_value(self, t: int) -> float:
         """A pod of task t in GPU-equivalents: whole GPUs, its share, or its MIG instance's fraction of a GPU."""
         task = self.tasks[t]
@@ -344,7 +327,6 @@ def build(request: PlacementRequest) -> Problem:
             models.append(found.name)
             memory[i] = found.memory_gib
     errors.raise_if_any()
-    speeds = resolve_speeds(request)
 
     capacity = np.array(
         [[n.gpus - len(n.unhealthy_gpus), cpu_units(n.cpu, False), mem_units(n.memory_gib, False)] for n in nodes],
@@ -369,6 +351,8 @@ def build(request: PlacementRequest) -> Problem:
     filters = _NodeFilters(nodes, [effective_labels(n, m) for n, m in zip(nodes, models, strict=True)])
     spot = pricing.node_prices(request.cluster.pools, nodes).spot
     running, teams, job_team = _teams(request, nodes, node_index, tuple(models))
+    speeds = resolve_speeds(request, frozenset(m for n, m in zip(nodes, models, strict=True) if n.gpus > 0),
+                            [[models[n] for n in r.nodes.tolist() if nodes[n].gpus > 0] for r in running])
     kinds = RuleKinds(request, running)
     rooms = _Rooms(free, running, kinds, job_team)
     tasks: list[TaskInfo] = []

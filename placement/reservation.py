@@ -96,7 +96,7 @@ def running_ends(problem: Problem, now: datetime, limits: timeline.Enforced = No
     """The `End` of every running job whose end is known (`timeline.expected_end`), soonest first."""
     out = []
     for run in problem.running:
-        end = timeline.expected_end(run.spec, now, limits, problem.running_speed(run.index))
+        end = timeline.expected_end(run.spec, now, limits, problem.speeds.running_pace[run.index])
         if end is not None:
             out.append((end, run.nodes, run.use))
     return sorted(out, key=lambda e: e[0])

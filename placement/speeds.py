@@ -9,7 +9,7 @@ table, or a node without a GPU model, counts as 1.0; a gang runs at its slowest 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from placement_models import PlacementRequest
@@ -27,18 +27,25 @@ class Speeds:
 
     pending: tuple[Table | None, ...] = ()  #: per `request.jobs`
     running: tuple[Table | None, ...] = ()  #: per `request.cluster.running`
+    #: the GPU models of the nodes with GPUs, added ones included (None: a GPU node without a model)
+    models: frozenset[str | None] = frozenset()
+    #: per running job, the speed it runs at: its table's on its slowest GPU node (1.0 without a table)
+    running_pace: tuple[float, ...] = ()
 
     @property
     def any(self) -> bool:
         return any(t is not None for t in self.pending) or any(t is not None for t in self.running)
 
 
-def resolve(request: PlacementRequest) -> Speeds:
-    """Every job's table in canonical names; a model the catalog does not know is an error naming its field."""
+def resolve(request: PlacementRequest, models: frozenset[str | None] = frozenset(),
+            running_models: Sequence[Sequence[str | None]] = ()) -> Speeds:
+    """Every job's table in canonical names; a model the catalog does not know is an error naming its field.
+    `models`: the GPU models of the GPU nodes; `running_models`: per running job, those of the GPU nodes it holds."""
     errors = ErrorList("PlacementRequest")
     named = {w.name: _canonical(errors, ("workloads", k, "speeds"), w.speeds) for k, w in enumerate(request.workloads)}
     if not named and not any(j.speeds for j in request.jobs) and not any(r.speeds for r in request.cluster.running):
-        return Speeds(pending=(None,) * len(request.jobs), running=(None,) * len(request.cluster.running))
+        return Speeds(pending=(None,) * len(request.jobs), running=(None,) * len(request.cluster.running),
+                      models=models, running_pace=(1.0,) * len(request.cluster.running))
 
     def table(loc: tuple[str | int, ...], speeds: Mapping[str, float] | None, workload: str | None) -> Table | None:
         if speeds is not None:
@@ -49,7 +56,9 @@ def resolve(request: PlacementRequest) -> Speeds:
     running = tuple(table(("cluster", "running", i), r.speeds, r.workload)
                     for i, r in enumerate(request.cluster.running))
     errors.raise_if_any()
-    return Speeds(pending=pending, running=running)
+    paces = tuple(slowest(table, held) if table is not None else 1.0
+                  for table, held in zip(running, running_models or [()] * len(running), strict=True))
+    return Speeds(pending=pending, running=running, models=models, running_pace=paces)
 
 
 def _canonical(errors: ErrorList, loc: tuple[str | int, ...], speeds: Mapping[str, float]) -> dict[str, float]:

@@ -38,7 +38,7 @@ def node_ends_h(problem: Problem, now: datetime, limits: timeline.Enforced) -> n
     inf when some job there has no known end."""
     ends = np.zeros(problem.n_nodes)
     for run in problem.running:
-        end = timeline.expected_end(run.spec, now, limits, problem.running_speed(run.index))
+        end = timeline.expected_end(run.spec, now, limits, problem.speeds.running_pace[run.index])
         h = np.inf if end is None else timeline.hours(end - now)
         ends[run.nodes] = np.maximum(ends[run.nodes], h)
     return ends

@@ -110,13 +110,13 @@ def team_work(ctx: ModelContext) -> Held:
     GPU-equivalent weighed by its job's speed there over its best."""
     problem = ctx.problem
     assert problem.teams is not None
-    models = problem.gpu_node_models()
+    models = problem.speeds.models
     out: Held = [([], [], 0) for _ in range(problem.teams.size)]
     for r in problem.running:
         if r.team < 0:
             continue
         table = problem.speeds.running[r.index] if problem.speeds.running else None
-        ratio = problem.running_speed(r.index) / speeds.best(table, models) if table is not None else 1.0
+        ratio = problem.speeds.running_pace[r.index] / speeds.best(table, models) if table is not None else 1.0
         here = round(int(running_use(problem, r.index)[:, 0].sum()) * ratio)
         variables, coefs, const = out[r.team]
         if r.index in ctx.evicted and here:

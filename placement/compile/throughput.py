@@ -38,7 +38,7 @@ def losses(problem: Problem, j: int) -> dict[str | None, float] | None:
     table = problem.speeds.pending[j] if problem.speeds.pending else None
     if table is None:
         return None
-    models = problem.gpu_node_models()
+    models = problem.speeds.models
     if not models:
         return None
     best = max(speeds.speed(table, m) for m in models)

@@ -78,7 +78,7 @@ def estimates(problem: Problem, placement: Placement, pending: list[Pending]) ->
     limits = timeline.enforced(problem.request)
     ends: list[End] = []
     for run in problem.running:
-        end = timeline.expected_end(run.spec, now, limits, problem.running_speed(run.index))
+        end = timeline.expected_end(run.spec, now, limits, problem.speeds.running_pace[run.index])
         if end is not None and run.index not in placement.evicted:  # a preempted job's GPUs are in `free` below
             ends.append((end, run.nodes, run.use))
     # Placed jobs free their pods at their expected ends; jobs of one runtime end together, so their pods are

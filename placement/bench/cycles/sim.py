@@ -15,7 +15,14 @@ The loop, at each cycle boundary ``now`` (multiples of ``cycle_s``):
 3. spot nodes come back or are reclaimed (their jobs preempted), effective at the boundary;
 4. if anything changed since the last call (an arrival, a departure, a preemption, a node
    reclaimed or back), or the policy sets ``every_cycle = True``, the policy is called; its
-   preemptions apply first, then its starts, checked against the free GPUs after the preemptions.
+   preemptions apply first, then its starts, checked against the free GPUs after the preemptions
+   (a job preempted by a decision may start again in the same decision: a migration).
+
+On a mixed fleet (``SimConfig.node_models``) a job with a speed table runs at its speed on the slowest
+GPU model its gang holds (:func:`~placement.bench.cycles.state.gang_speed`): its true end is
+``start + remaining work / speed``, a preemption keeps the work of the checkpointed running time, and a
+start on a model where its speed is 0 is refused. Time (waits, checkpoints, attained GPU-seconds,
+utilisation) stays wall-clock; only work is scaled.
 
 When nothing can change before the next event, the clock jumps to the boundary at or after it, so a
 quiet week costs nothing. The run ends when every job has finished (drained) or at a safety cap
@@ -33,7 +40,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from placement.bench.cycles.state import Decision, Running, SchedulerPolicy, TraceJob, pods_of
+from placement.bench.cycles.state import Decision, Running, SchedulerPolicy, TraceJob, gang_speed, pods_of
 
 #: Slack on time comparisons, so float arithmetic never moves an event to the next cycle.
 EPS = 1e-6
@@ -47,7 +54,8 @@ class InvalidDecision(ValueError):
 
 @dataclass(frozen=True)
 class SimConfig:
-    """The cluster and the clock: identical nodes, the cycle, checkpoints and optional spot reclaims."""
+    """The cluster and the clock: nodes of ``gpus_per_node`` GPUs, the cycle, checkpoints, optional spot
+    reclaims, and optionally each node's GPU model (a mixed fleet)."""
 
     nodes: int
     gpus_per_node: int = 8
@@ -62,6 +70,8 @@ class SimConfig:
     seed: int = 0
     #: stop (not drained) this long after the last arrival
     cap_after_last_arrival_s: float = 60 * DAY
+    #: GPU model of each node (the keys of ``TraceJob.speeds``); None: one model, every job at speed 1.0
+    node_models: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.gpus_per_node < 1:
@@ -72,6 +82,10 @@ class SimConfig:
             raise ValueError(f"spot_nodes must be between 0 and the {self.nodes} nodes")
         if self.reclaim_per_h < 0 or self.reclaim_down_h < 0:
             raise ValueError("reclaim_per_h and reclaim_down_h must be ≥ 0")
+        if self.node_models is not None:
+            object.__setattr__(self, "node_models", tuple(self.node_models))
+            if len(self.node_models) != self.nodes:
+                raise ValueError(f"node_models names {len(self.node_models)} models for {self.nodes} nodes")
 
     @property
     def total_gpus(self) -> int:
@@ -131,8 +145,10 @@ def _boundary(t: float, cycle_s: float) -> int:
 
 
 def check_decision(decision: object, queue: dict[str, TraceJob], running: dict[str, Running], free: np.ndarray,
-                   up: np.ndarray, gpus_per_node: int) -> str | None:
-    """The first thing wrong with ``decision``, or None. Preemptions count as done before the starts."""
+                   up: np.ndarray, gpus_per_node: int, node_models: tuple[str, ...] | None = None) -> str | None:
+    """The first thing wrong with ``decision``, or None. Preemptions count as done before the starts, so a
+    job preempted here may start again (elsewhere) in the same decision. With ``node_models``, a start on a
+    node whose model the job cannot run on (speed 0) is wrong."""
     if not isinstance(decision, Decision):
         return f"returned {type(decision).__name__}, not a Decision"
     avail = free.copy()
@@ -152,12 +168,13 @@ def check_decision(decision: object, queue: dict[str, TraceJob], running: dict[s
         except (TypeError, ValueError):
             return f"start {item!r} is not a (job, {{node: gpus}}) pair"
         name = getattr(job, "name", None)
-        if name not in queue:
+        mine = queue.get(name) if name in queue else running[name].job if name in preempted else None
+        if mine is None:
             return f"starts {name!r}, which is not in the queue"
         if name in started:
             return f"starts {name!r} twice"
         started.add(name)
-        want = queue[name].gpus
+        want = mine.gpus
         if not isinstance(nodes, dict) or not nodes:
             return f"starts {name!r} on no nodes"
         pod = pods_of(want, gpus_per_node)
@@ -170,6 +187,8 @@ def check_decision(decision: object, queue: dict[str, TraceJob], running: dict[s
                 return f"starts {name!r} with {g!r} GPUs on node {n}"
             if not up[n]:
                 return f"starts {name!r} on node {n}, which is down (reclaimed)"
+            if node_models is not None and mine.speed_on(node_models[n]) <= 0:
+                return f"starts {name!r} on node {n}, a {node_models[n]}, which it cannot run on (speed 0)"
             if g % size:
                 return (f"starts {name!r} ({want} GPUs, pods of {size}) with {g} GPUs on node {n}: "
                         "not a whole number of pods")
@@ -227,10 +246,11 @@ class _Loop:
         self.busy += job.gpus
         rid = self.next_run
         self.next_run += 1
-        self.running[job.name] = Running(job=job, start_s=now, nodes=nodes, checkpoint_s=now)
+        speed = gang_speed(job, nodes, self.cfg.node_models)
+        self.running[job.name] = Running(job=job, start_s=now, nodes=nodes, checkpoint_s=now, speed=speed)
         self.run_id[job.name] = rid
         self.base_attained[job.name] = job.attained_gpu_s
-        heapq.heappush(self.ends, (now + job.remaining_s, rid, job.name))
+        heapq.heappush(self.ends, (now + job.remaining_s / speed, rid, job.name))
         idx = self.order[job.name]
         if math.isnan(self.first_start[idx]):
             self.first_start[idx] = now
@@ -252,14 +272,17 @@ class _Loop:
         self.done += 1
 
     def _preempt(self, name: str, now: float) -> None:
-        """Back to the queue at its arrival position; the work since the last checkpoint is lost."""
+        """Back to the queue at its arrival position; the work since the last checkpoint is lost.
+
+        Checkpoints fall every ``checkpoint_h`` of running time; the work they keep is that time × the
+        run's speed, and the GPU-seconds lost are the running time after the last one."""
         r = self._stop(name, now)
         job, ran = r.job, now - r.start_s
         ckpt = self.cfg.checkpoint_h * HOUR
         kept = min(math.floor(ran / ckpt + EPS) * ckpt, ran) if ckpt > 0 else 0.0
-        kept = min(kept, job.remaining_s)
+        kept = min(kept * r.speed, job.remaining_s)
         job.done_s += kept
-        self.lost_gpu_s += job.gpus * (ran - kept)
+        self.lost_gpu_s += job.gpus * max(0.0, ran - kept / r.speed)
         job.preemptions += 1
         self.preemptions += 1
         self._enqueue(job)
@@ -282,7 +305,8 @@ class _Loop:
         t0 = time.perf_counter()
         decision = self.policy.cycle(now, self.queue, list(self.running.values()), view, self.cfg.gpus_per_node)
         ms = (time.perf_counter() - t0) * 1000.0
-        wrong = check_decision(decision, self.queued, self.running, self.free, self.up, self.cfg.gpus_per_node)
+        wrong = check_decision(decision, self.queued, self.running, self.free, self.up, self.cfg.gpus_per_node,
+                               self.cfg.node_models)
         if wrong is not None:
             name = getattr(self.policy, "name", type(self.policy).__name__)
             raise InvalidDecision(f"policy {name!r} at t={now:.0f} s: {wrong}")
