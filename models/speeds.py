@@ -24,7 +24,7 @@ MAX_WORKLOADS = 1_000
 MAX_SPEED = 1_000.0
 
 #: relative throughput on one GPU model (1.0: the model the runtime estimates are for)
-Speed = Annotated[float, JSON_NUMBER, Field(gt=0, le=MAX_SPEED)]
+Speed = Annotated[float, Field(gt=0, le=MAX_SPEED), JSON_NUMBER]
 GpuModelName = Annotated[str, Field(min_length=1, max_length=MAX_WORD)]
 #: GPU model -> relative throughput
 SpeedTable = bounded_dict(GpuModelName, Speed, MAX_SPEED_MODELS)

@@ -165,3 +165,14 @@ def test_fair_share_in_work_serves_the_team_whose_gpus_do_least_for_it() -> None
         if unit == "work":  # the verifier's own count: a's 4 K80s at 1/4 plus the 4 V100s it gets; b's 2 V100s
             assert team_work(Context.build(request, p)) == {"a": 1000 + 4000, "b": 2000}
     assert placed == {"gpus": {"b-new"}, "work": {"a-new"}}
+
+
+def test_turnaround_counts_the_runtime_at_the_speed_placed() -> None:
+    # A 1 h (at V100 speed) LM job on a K80 runs 4 h: it earns 1 / (1 + 4), where its V100 placement earns ½.
+    policy = {"weights": {"turnaround": 1.0, "throughput": 0.0, "alignment": 0.0, "fragmentation": 0.0}}
+    job = _job("lm", speeds=LM, expected_runtime_h=1.0)
+    full = {"job": "r", "pods": [{"task": "w", "node": "v100-0", "gpus": [0, 1, 2, 3]}]}
+    for nodes, running, earned in ((_nodes(V100=1, K80=1), [], 0.5), (_nodes(V100=1, K80=1), [full], 0.2),
+                                   (_nodes(K80=1), [], 0.2)):
+        p = plan(_request(nodes, [job], cluster={"running": running}, policy=policy))
+        assert p.objective.terms["turnaround"] == pytest.approx(earned), (nodes, running)

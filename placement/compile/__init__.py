@@ -11,6 +11,7 @@ another writes there:
   `ctx.whole_after` (GPUs whole after the plan); sharing reads both (an opened slot takes a plain GPU
   neither MIG nor a whole-GPU pod takes) and adds its own shared GPUs to `ctx.partitioned`; cost's peak
   reserve reads `ctx.partitioned` to see those GPUs go;
+* throughput before waiting: it writes `ctx.slow` (the speed a job runs at), which turnaround reads;
 * fragmentation, mig and sharing each add broken-node flags (`ctx.break_flag`) in any order: the one hint
   for all of them (compile/fragmentation.py) reads `ctx.broken` when the hint is built, after every module.
 
@@ -49,8 +50,8 @@ from placement.problem import Problem
 
 # mig_sharing before mig, mig before sharing and cost (module docstring): each reads what the one before writes
 MODULES: tuple[ModuleType, ...] = (gang, capacity, reservation, priority, fragmentation, quota, nominal, fairness,
-                                   preemption, topology, mig_sharing, mig, sharing, cost, usage, stability, waiting,
-                                   alignment, throughput)
+                                   preemption, topology, mig_sharing, mig, sharing, cost, usage, stability, throughput,
+                                   waiting, alignment)
 
 
 def build(problem: Problem, candidates: list[np.ndarray] | None = None,

@@ -146,6 +146,10 @@ class ModelContext:
         #: plan shares (BY_SHARING, compile/sharing.py); every flag is charged to the `fragmentation` term,
         #: each kind at its own rate, and hinted by compile/fragmentation.py
         self.broken: dict[str, dict[int, cp_model.IntVar]] = {}
+        #: per job with a speed table that loses speed somewhere: (speed, flag) per step, slowest last — the flag is
+        #: 1 exactly when a pod sits on a GPU that slow or slower (compile/throughput.py); its best speed
+        self.slow: dict[int, list[tuple[float, cp_model.IntVar]]] = {}
+        self.best_speed: dict[int, float] = {}
         self.placed = [self.model.new_bool_var(f"placed[{j}]") for j in range(len(problem.jobs))]
         self.evicted: dict[int, cp_model.IntVar] = {
             r: self.model.new_bool_var(f"evicted[{r}]") for r in _preemptable(problem)

@@ -193,7 +193,10 @@ def _class_key(problem: Problem, j: int) -> tuple[Hashable, ...]:
     team = problem.job_team[j] if problem.job_team else -1
     request = problem.request
     priced = request.policy.weights.cost > 0 and pricing.priced(request)
-    runtime = job.expected_runtime_h if priced else None  # priced pools charge by runtime: compute, reclaim risk
+    paced = bool(problem.speeds.pending) and problem.speeds.pending[j] is not None
+    # priced pools charge by runtime (compute, reclaim risk); with a speed table turnaround reads it at the speed
+    # placed (compile/waiting.py): classmates then need one runtime
+    runtime = job.expected_runtime_h if priced or paced else None
     return (fields, tasks, holds, team, runtime)
 
 

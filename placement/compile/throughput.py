@@ -11,12 +11,16 @@ charged, per GPU-equivalent it asks for, `weights.throughput` × the share of it
 
 At the default weight 1.0 a GPU-equivalent placed is worth (priority) what it does: a job at half speed earns
 half, so a placement on slow GPUs still beats leaving the job pending (the term never exceeds the job's
-value), and the fast GPUs go where the difference is largest. A job without a table, or a cluster of one
-model, adds nothing: plans are today's.
+value), and the fast GPUs go where the difference is largest. A scheduler's loop (the `completion` preset)
+sets 2: there a faster GPU frees soon, and a job waits rather than start at less than half its best speed
+when nothing better is worth more. A job without a table, or a cluster of one model, adds nothing: plans
+are today's.
 
 Model: the distinct losses 0 < c_1 < ... < c_K of a job's models are steps; `slow[j,k]` is 1 exactly
 when some pod of the job sits on a GPU node losing at least c_k (one row each way per task), and the
-term is −Σ_k (c_k − c_{k−1}) × slow[j,k] × G_j, G_j the job's GPU-equivalents with every pod placed.
+term is −Σ_k (c_k − c_{k−1}) × slow[j,k] × G_j, G_j the job's GPU-equivalents with every pod placed. The
+flags, with the speed each step stands for (`ctx.slow`), also give turnaround (compile/waiting.py) the
+speed a job runs at, so they are built when either weight is on.
 """
 
 from __future__ import annotations
@@ -57,18 +61,21 @@ def job_gpus(problem: Problem, j: int) -> float:
 def apply(ctx: ModelContext) -> None:
     problem = ctx.problem
     weight = problem.request.policy.weights.throughput
-    if weight == 0 or not problem.speeds.any:
+    turnaround = problem.request.policy.weights.turnaround  # compile/waiting.py reads the flags too
+    if (weight == 0 and turnaround == 0) or not problem.speeds.any:
         return
     flags: list[tuple[int, float, cp_model.IntVar]] = []  # (job, loss step, slow flag)
     coefs: list[float] = []
     for j in range(len(problem.jobs)):
         loss = losses(problem, j)
-        gpus = job_gpus(problem, j) if loss else 0.0
-        if not loss or gpus <= 0:
+        if not loss:
             continue
-        steps = sorted({v for v in loss.values() if v > 0})
+        gpus = job_gpus(problem, j)
+        table = problem.speeds.pending[j]
+        best = speeds.best(table, problem.speeds.models)
+        by_step = {v: speeds.speed(table, m) for m, v in loss.items() if v > 0}  # loss -> the speed it stands for
         previous = 0.0
-        for k, step in enumerate(steps):
+        for k, step in enumerate(sorted(by_step)):
             at_least = [(ctx.x[t][i], ctx.upper[t][i]) for t in problem.job_tasks[j] if problem.gpu_value(t) > 0
                         for i, n in enumerate(ctx.candidates[t].tolist())
                         if loss.get(problem.gpu_models[n], 0.0) >= step]
@@ -80,10 +87,13 @@ def apply(ctx: ModelContext) -> None:
             ctx.model.add(pods >= slow)
             flags.append((j, step, slow))
             coefs.append(-(step - previous) * gpus)
+            ctx.slow.setdefault(j, []).append((by_step[step], slow))
             previous = step
+        ctx.best_speed[j] = best
     if not flags:
         return
-    ctx.objective.add(NAME, [f for _, _, f in flags], coefs, weight)
+    if weight > 0:
+        ctx.objective.add(NAME, [f for _, _, f in flags], coefs, weight)
 
     def hint(ctx: ModelContext, placement: Placement, values: dict[int, int]) -> None:
         worst: dict[int, float] = {}

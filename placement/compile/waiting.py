@@ -7,6 +7,8 @@ nor a ten-minute job from a ten-day one; but the mean wait falls when short work
 
     1 / (1 + expected_runtime_h)        (a job without a runtime counts as one hour: ½)
 
+(a job with a speed table: its runtime at the speed of its slowest GPU in the plan, placement.speeds)
+
 once, whatever its size: at equal GPUs placed, more jobs and shorter ones win. It is a trade, not
 only a tie-break: each placed job adds less than the weight, so a plan may leave idle fewer GPUs
 than weight × the jobs it places. At 0.5, three ten-minute one-GPU jobs (3 GPUs) beat one ten-hour
@@ -19,6 +21,7 @@ job past `policy.max_wait_h` starts or holds a reservation (compile/reservation.
 
 from __future__ import annotations
 
+from placement import speeds
 from placement.compile import terms
 from placement.compile.context import ModelContext
 from placement.problem import Problem
@@ -27,15 +30,31 @@ from placement.problem import Problem
 UNKNOWN_RUNTIME_H = 1.0
 
 
-def shortness(problem: Problem, j: int) -> float:
+def shortness(problem: Problem, j: int, speed: float = 1.0) -> float:
+    """1 / (1 + hours): the job's runtime at `speed` (its estimate is for 1.0; placement.speeds)."""
     runtime = problem.jobs[j].expected_runtime_h
-    return 1.0 / (1.0 + (UNKNOWN_RUNTIME_H if runtime is None else runtime))
+    return 1.0 / (1.0 + (UNKNOWN_RUNTIME_H if runtime is None else runtime) / speed)
 
 
 def apply(ctx: ModelContext) -> None:
-    weight = ctx.problem.request.policy.weights.turnaround
+    problem = ctx.problem
+    weight = problem.request.policy.weights.turnaround
     if weight == 0:
         return
-    jobs = [j for j in range(len(ctx.problem.jobs)) if ctx.problem.job_tasks[j]]
-    ctx.objective.add(terms.TURNAROUND, [ctx.placed[j] for j in jobs], [shortness(ctx.problem, j) for j in jobs],
-                      weight)
+    jobs = [j for j in range(len(problem.jobs)) if problem.job_tasks[j]]
+    pending = problem.speeds.pending
+    fastest = [1.0 if not pending or pending[j] is None else
+               ctx.best_speed.get(j, speeds.best(pending[j], problem.speeds.models)) for j in jobs]
+    ctx.objective.add(terms.TURNAROUND, [ctx.placed[j] for j in jobs],
+                      [shortness(problem, j, s) for j, s in zip(jobs, fastest, strict=True)], weight)
+    # a job on slower GPUs runs longer: each speed step it reaches (compile/throughput.py's flags) takes the
+    # difference off, so the term counts its runtime at its slowest GPU's speed
+    variables, coefs = [], []
+    for j, steps in ctx.slow.items():
+        before = ctx.best_speed[j]
+        for speed, flag in steps:
+            variables.append(flag)
+            coefs.append(shortness(problem, j, speed) - shortness(problem, j, before))
+            before = speed
+    if variables:
+        ctx.objective.add(terms.TURNAROUND, variables, coefs, weight)
