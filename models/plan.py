@@ -267,3 +267,6 @@ class Plan(PlanModel):
     reservations: list[Reservation] = Field(default_factory=list, description="nodes held for starved jobs "
                                             "(policy.max_wait_h)")
     overdue: list[Overdue] = Field(default_factory=list, description="running jobs past their max_runtime_h")
+    speed_sources: dict[str, str] = Field(default_factory=dict, description=(
+        "where the speed tables the plan used come from: per workload its `source` ('declared' where it gives "
+        "none); jobs' own `speeds` under \"(jobs' own speeds)\", declared"))

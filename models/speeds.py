@@ -20,6 +20,8 @@ from pydantic import Field
 MAX_SPEED_MODELS = 64
 #: named workloads one request may declare
 MAX_WORKLOADS = 1_000
+#: characters of a workload's `source`
+MAX_SOURCE = 256
 #: the largest relative throughput: a thousand times the reference is beyond any real pair of GPUs
 MAX_SPEED = 1_000.0
 
@@ -36,3 +38,6 @@ class Workload(Strict):
 
     name: Name
     speeds: SpeedTable = Field(min_length=1)
+    #: where the speeds come from: unset is `declared`; `placement usage speeds` writes what it observed
+    #: ("observed: 12 runs on 3 models, median per-GPU rate"); the plan reports it (`Plan.speed_sources`)
+    source: str | None = Field(None, min_length=1, max_length=MAX_SOURCE)

@@ -13,7 +13,16 @@ import math
 from datetime import datetime, timezone
 
 import numpy as np
-from placement_models import Assignment, Objective, Pending, Plan, PlanStatus, Preemption, SolverStats
+from placement_models import (
+    Assignment,
+    Objective,
+    Pending,
+    PlacementRequest,
+    Plan,
+    PlanStatus,
+    Preemption,
+    SolverStats,
+)
 
 from placement import picks, pricing, provision, speeds
 from placement.compile import cost, dominance
@@ -68,6 +77,22 @@ def gang_speeds(problem: Problem, placement: Placement) -> dict[str, float]:
     return out
 
 
+#: `Plan.speed_sources`' entry for the tables jobs give themselves (`speeds`)
+OWN_SPEEDS = "(jobs' own speeds)"
+
+
+def speed_sources(request: PlacementRequest) -> dict[str, str]:
+    """Per workload some job uses: its `source` (else 'declared'); one entry for jobs' own tables."""
+    source = {w.name: w.source or "declared" for w in request.workloads}
+    out: dict[str, str] = {}
+    for job in [*request.cluster.running, *request.jobs]:
+        if job.workload is not None and job.workload in source:
+            out[job.workload] = source[job.workload]
+        elif job.speeds is not None:
+            out[OWN_SPEEDS] = "declared"
+    return out
+
+
 def decode(problem: Problem, placement: Placement, terms: dict[str, float], status: PlanStatus,
            stats: SolverStats) -> Plan:
     placed = placement.placed_jobs(problem)
@@ -113,6 +138,7 @@ def decode(problem: Problem, placement: Placement, terms: dict[str, float], stat
                 mig_changes=devices.mig_changes(problem, placement),
                 sharing_changes=devices.sharing_changes(problem, placement),
                 reservations=schedule.reservations(problem, {problem.jobs[j].name for j in placed}),
+                speed_sources=speed_sources(problem.request),
                 overdue=schedule.overdue(problem))
     return fold(problem, plan)  # right-sized pods in the request's own names
 

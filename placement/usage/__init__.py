@@ -3,11 +3,13 @@
     placement usage report METRICS [--request REQ] [-o REPORT.md] [--html REPORT.html] [--plots DIR]
                                    [--what-if] ...
     placement usage annotate REQ METRICS -o REQ2
+    placement usage speeds RUNS.csv [--reference MODEL] [--request REQ -o REQ2]
 
 `metrics` streams DCGM CSV or Prometheus text into bounded statistics, `report` reads them per
 GPU, node, team and job (reclaim and right-sizing candidates, optional matplotlib PNGs),
 `annotate` writes observations onto a request so the solver can act on them
-(placement/compile/usage.py). This package is a face: the library never imports it.
+(placement/compile/usage.py); `speeds` learns each workload's speed per GPU model from logged run
+rates (placement/usage/speeds.py). This package is a face: the library never imports it.
 """
 
 from __future__ import annotations
@@ -59,6 +61,12 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("metrics", help="DCGM CSV or Prometheus text file (.gz accepted)")
     a.add_argument("-o", "--output", required=True, help="annotated request (.json, or .yaml/.yml)")
     _common(a)
+    s = sub.add_parser("speeds", help="learn workloads' speed per GPU model from logged run rates")
+    s.add_argument("runs", help="CSV with workload, gpu_model, throughput[, gpus] per run")
+    s.add_argument("--reference", help="GPU model of speed 1.0 (default: the one most workloads ran on)")
+    s.add_argument("--request", help="a request to add the workloads to (replacing ones of the same name)")
+    s.add_argument("-o", "--output", help="write the request (with --request) or the workloads here "
+                   "(default: stdout)")
     return ap
 
 
@@ -72,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     from placement.usage.metrics import MetricsError
 
     try:
+        if args.action == "speeds":
+            return _speeds(args)
         return _report(args) if args.action == "report" else _annotate(args)
     except ValidationError as exc:
         print("error: invalid request:", file=sys.stderr)
@@ -196,4 +206,28 @@ def _annotate(args: argparse.Namespace) -> int:
     if result.unseen_right_size:
         print(f"no metrics for right_size jobs (no offer until they are seen): {', '.join(result.unseen_right_size)}",
               file=sys.stderr)
+    return 0
+
+
+def _speeds(args: argparse.Namespace) -> int:
+    import yaml
+    from placement_models import PlacementRequest
+
+    from placement.io import emit, load_document
+    from placement.usage.speeds import learn, merged, read_runs
+
+    if not Path(args.runs).is_file():
+        raise FileNotFoundError(f"runs file not found: {args.runs}")
+    learned = learn(read_runs(args.runs), args.reference)
+    for name in learned.skipped:
+        print(f"warning: workload {name} never ran on {learned.reference}: left out", file=sys.stderr)
+    if args.request is not None:  # read as data: its jobs may name workloads only the runs give
+        if not Path(args.request).is_file():
+            raise FileNotFoundError(f"request file not found: {args.request}")
+        out: Any = merged(load_document(args.request), learned)
+        PlacementRequest.model_validate(out)  # the whole request, checked as the planner reads it
+    else:
+        out = {"workloads": learned.workloads}
+    as_yaml = args.output is not None and Path(args.output).suffix.lower() in (".yaml", ".yml")
+    emit(yaml.safe_dump(out, sort_keys=False) if as_yaml else json.dumps(out, indent=1), args.output)
     return 0
