@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from placement_models import PlacementRequest, Plan, SolverStats, presets
@@ -139,6 +140,7 @@ def requests(draw: st.DrawFn, share_on_demand: bool = False) -> dict[str, Any]:
         if pods > 1 and draw(st.booleans()):
             job["min_available"] = draw(st.integers(1, pods))
         job["preemptible"] = draw(st.booleans())
+        job.update(_speeds(draw))
         jobs.append(job)
     policy = {"deterministic": True, "workers": 1, "time_limit_s": draw(st.sampled_from([0.01, 0.5, 1.0])), "now": NOW,
               "preemption": draw(st.sampled_from([True, True, False])), "allow_mig_changes": draw(st.booleans()),
@@ -155,8 +157,21 @@ def requests(draw: st.DrawFn, share_on_demand: bool = False) -> dict[str, Any]:
             policy["max_sharing_changes"] = draw(st.integers(0, 2))
     if draw(st.booleans()):
         policy["min_runtime_s"] = 3600
+    policy["fair_share"] = draw(st.sampled_from(["gpus", "work"]))
+    for r in running:
+        r.update(_speeds(draw))
     return {"cluster": {"pools": pools, "nodes": nodes, "running": running}, "jobs": jobs, "teams": teams,
-            "policy": policy}
+            "policy": policy, "workloads": [{"name": "fast-on-h100", "speeds": {H100: 1.0, A100: 0.4}}]}
+
+
+def _speeds(draw: st.DrawFn) -> dict[str, Any]:
+    """A job's speed per GPU model: none, a named workload's, or its own (the reference model may be absent)."""
+    kind = draw(st.sampled_from(["none", "none", "workload", "own"]))
+    if kind == "workload":
+        return {"workload": "fast-on-h100"}
+    if kind == "own":
+        return {"speeds": {A100: draw(st.sampled_from([0.5, 1.0, 2.0])), H100: draw(st.sampled_from([0.25, 1.0, 3.0]))}}
+    return {}
 
 
 def greedy_plan(req: PlacementRequest) -> Plan:
@@ -281,3 +296,14 @@ def test_a_pair_with_one_slot_is_capped_by_the_slot_not_by_the_nodes_room() -> N
     assert p.assignments == [] and p.sharing_changes == []
     both = check_plan(_req([_node(gpus=2)], [job], allow_sharing_changes=True))
     assert len(both.assignments) == 3 and len(both.sharing_changes) == 2
+
+
+def test_a_gang_preferring_one_node_that_must_split_is_charged_its_extra_node() -> None:
+    """`preferred: node` is weighed by the planner whatever `topology_levels` lists; the verifier once skipped it
+    unless `node` was a listed level, and refused the plan's `topology.spread` (the property found it)."""
+    nodes = [_node("n0", gpus=2), _node("n1", gpus=4, labels={"only": "b"})]
+    jobs = [{"name": "a", "topology": {"preferred": "node"}, "tasks": [{"name": "w", "replicas": 2, "gpus": 2}]},
+            {"name": "b", "tasks": [{"name": "w", "gpus": 2, "node_selector": {"only": "b"}}]}]
+    p = plan(PlacementRequest.model_validate(_req(nodes, jobs)))
+    assert {a.node for a in p.assignments if a.job == "a"} == {"n0", "n1"}
+    assert p.objective.terms["topology.spread"] == pytest.approx(-0.5)

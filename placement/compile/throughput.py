@@ -31,6 +31,7 @@ from placement import speeds
 from placement.compile import terms
 from placement.compile.context import ModelContext
 from placement.problem import Problem
+from placement.rightsize import SUFFIX
 from placement.solution import Placement
 
 NAME = terms.THROUGHPUT
@@ -53,9 +54,8 @@ def losses(problem: Problem, j: int) -> dict[str | None, float] | None:
 def job_gpus(problem: Problem, j: int) -> float:
     """GPU-equivalents job j asks for with every pod placed, over its declared tasks (not the MIG twins a
     right-size offer adds beside them; CPU-only tasks count nothing)."""
-    declared = problem.jobs[j].tasks
     return sum(problem.gpu_value(t) * problem.tasks[t].replicas for t in problem.job_tasks[j]
-               if any(problem.tasks[t].spec is spec for spec in declared))
+               if not problem.tasks[t].name.endswith(SUFFIX))
 
 
 def apply(ctx: ModelContext) -> None:

@@ -230,7 +230,7 @@ def check_keep_whole_term(ctx: Context) -> list[Expected] | None:
 def check_spread_term(ctx: Context) -> list[Expected] | None:
     weight = ctx.request.policy.weights.topology
     levels = list(ctx.request.cluster.topology_levels)
-    if weight == 0 or not levels:
+    if weight == 0:
         return [Expected.exact(0.0)]
     nodes, domains = _weighed(ctx)
     sums: dict[int, int] = {0: 0}  # model units -> unsure units, over the jobs so far
@@ -272,7 +272,8 @@ def _spreads(ctx: Context, job: Job, levels: list[str], nodes: dict[str, Node],
             out.append((NVLINK, weight * IMPLICIT_NVLINK, True))
         elif wide_names & might:
             out.append((NVLINK, weight * IMPLICIT_NVLINK, None))
-    if spec is not None and spec.preferred is not None and spec.preferred in levels and job.pods > 1 and (
+    # `node` is a level too: fewer nodes is better (the planner weighs it whatever topology_levels lists)
+    if spec is not None and spec.preferred is not None and spec.preferred in ("node", *levels) and job.pods > 1 and (
             spec.required is None or _height(levels, spec.preferred) < _height(levels, spec.required)):
         out.append((spec.preferred, weight, True))
     return out
