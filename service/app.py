@@ -38,7 +38,8 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from placement_models import PlacementRequest
-from placement_service import health, plans, what_if
+from placement_models.changes import Change
+from placement_service import health, plans, states, what_if
 from placement_service.metrics import Metrics
 from placement_service.pool import PoolFull
 from placement_service.runtime import Runtime, request_id
@@ -193,6 +194,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     # Routers in the order the OpenAPI document lists their paths.
     app.include_router(plans.router)
+    app.include_router(states.router)
     app.include_router(what_if.router)
     app.include_router(health.router)
 
@@ -202,7 +204,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             return app.openapi_schema
         schema = FastAPI.openapi(app)
         _, extra = models_json_schema(
-            [(PlacementRequest, "validation"), (VerifyBody, "validation"), (WhatIfBody, "validation")],
+            [(PlacementRequest, "validation"), (VerifyBody, "validation"), (WhatIfBody, "validation"),
+             (Change, "validation")],
             ref_template="#/components/schemas/{model}",
         )
         components = schema.setdefault("components", {}).setdefault("schemas", {})

@@ -54,6 +54,8 @@ class Settings(BaseSettings):
     max_nodes: int = Field(5_000, ge=1, le=MAX_NODES, description="per request; the wire format allows "
                            f"{MAX_NODES}")
     max_jobs: int = Field(5_000, ge=1, le=MAX_JOBS, description=f"per request; the wire format allows {MAX_JOBS}")
+    max_states: int = Field(16, ge=1, le=1_000, description="cluster states kept for `POST /v1/changes` (least "
+                            "recently used first out); each is one request's size in memory")
     header_timeout_s: float = Field(5.0, gt=0, le=600, description="a request's headers must arrive within this "
                                     "after the connection opens or the last response ends; else it is closed")
     body_timeout_s: float = Field(10.0, gt=0, le=600, description="the body must arrive within this; else 408")

@@ -88,6 +88,29 @@ def test_real_server_plans_and_the_plan_verifies(server: str) -> None:
     assert httpx.get(f"{server}/readyz", timeout=2).status_code == 200
 
 
+def test_real_server_keeps_a_state_and_plans_changes_against_it(server: str) -> None:
+    """A loop sends its cluster once (`/v1/states`), then what changed (`/v1/changes`): the plan is the one the
+    full request gives (deterministic), and an unknown state or a change the state lacks is a 4xx at the field."""
+    auth = {"authorization": "Bearer tok"}
+    first = small_request(deterministic=True, time_limit_s=1, workers=1)
+    r = httpx.post(f"{server}/v1/states", json=first, headers=auth, timeout=10)
+    assert r.status_code == 200, r.text
+    state = r.json()["state"]
+    assert Plan.model_validate(r.json()["plan"]).assignments == real_plan(first).assignments
+    change = {"base": state, "jobs_removed": ["infer"],
+              "jobs_put": [{"name": "late", "tasks": [{"name": "w", "replicas": 4, "gpus": 2}]}]}
+    r = httpx.post(f"{server}/v1/changes", json=change, headers=auth, timeout=10)
+    assert r.status_code == 200, r.text
+    full = {**first, "jobs": [first["jobs"][0], change["jobs_put"][0]]}
+    got = Plan.model_validate(r.json()["plan"])
+    assert got.assignments == real_plan(full).assignments and verify(parse(full), got) == []
+    assert r.json()["state"] != state
+    r = httpx.post(f"{server}/v1/changes", json={"base": "nope"}, headers=auth, timeout=10)
+    assert r.status_code == 404 and r.json()["detail"][0]["loc"] == ["body", "base"]
+    r = httpx.post(f"{server}/v1/changes", json={"base": state, "nodes_removed": ["ghost"]}, headers=auth, timeout=10)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "nodes_removed", 0]
+
+
 def test_real_server_burst_has_no_5xx_and_only_verified_plans(server: str) -> None:
     request = small_request()
     parsed = parse(request)
