@@ -314,8 +314,13 @@ def _compute_bounds(ctx: Context, classes: dict[int, float] | None,
                                                                                                   r.task.name]
             cap = PREMIUM_CAP * earns / weight
         known, least, most = _existing(ctx, r, g, price)
-        if known is not None and not r.right_sized:
+        if known is not None and not r.right_sized and not (classes is None and not math.isnan(known)
+                                                             and full - known > 0):
             exact.add(-(min(full - known, cap) if not math.isnan(known) else full), 1, weight)
+            continue
+        if known is not None and not r.right_sized:  # a premium whose cap (the pod's value) is not derived
+            loose += 1
+            low -= weight * (full - known)
             continue
         loose += 1
         if r.node.name in {n.name for n in ctx.request.cluster.nodes}:  # its own node is among the cheapest's
