@@ -24,7 +24,7 @@ from placement_models.policy import Policy
 from pydantic import Field
 
 
-class Change(Strict):
+class ClusterChange(Strict):
     """What changed since the state `base`; applied in the order the fields are listed."""
 
     #: the id of the state this change applies to (returned with the plan of the full request or of a change)

@@ -2,7 +2,7 @@
 
 A loop at scale re-sends tens of megabytes of nodes and running jobs every cycle, nearly all of it what it
 sent the cycle before. Here it sends the full request once (`States.plan` keeps it and names the state) and
-afterwards a `Change` against a state it holds (placement_models.changes): the change is read alone, applied
+afterwards a `ClusterChange` against a state it holds (placement_models.changes): the change is read alone, applied
 to the state — removals drop entries in place, a put replaces the entry of the same name in place or
 appends a new one, as a caller keeping its own list would — and the result is planned as the full request
 it stands for, so the plan is the one that request gives (in deterministic mode, the same plan).
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from placement_models import PlacementRequest, Plan
-from placement_models.changes import Change
+from placement_models.changes import ClusterChange
 
 from placement.api import parse, plan
 
@@ -81,9 +81,9 @@ class States:
                 self._states.popitem(last=False)
         return state
 
-    def request(self, change: Change | dict[str, Any]) -> PlacementRequest:
+    def request(self, change: ClusterChange | dict[str, Any]) -> PlacementRequest:
         """The full request a change against a kept state stands for (validated)."""
-        change = change if isinstance(change, Change) else Change.model_validate(change)
+        change = change if isinstance(change, ClusterChange) else ClusterChange.model_validate(change)
         with self._lock:
             if change.base not in self._states:
                 raise UnknownState(change.base)
@@ -96,13 +96,13 @@ class States:
         req = parse(request)
         return Planned(self.put(req), plan(req))
 
-    def plan_change(self, change: Change | dict[str, Any]) -> Planned:
+    def plan_change(self, change: ClusterChange | dict[str, Any]) -> Planned:
         """Plan the request a change against a kept state stands for, and keep that request as a new state."""
         req = self.request(change)
         return Planned(self.put(req), plan(req))
 
 
-def apply(base: dict[str, Any], change: Change) -> dict[str, Any]:
+def apply(base: dict[str, Any], change: ClusterChange) -> dict[str, Any]:
     """The request data `change` makes of `base` (JSON data with unset fields left out)."""
     out = dict(base)
     cluster = dict(base["cluster"])
@@ -139,7 +139,7 @@ def _changed(entries: list[dict[str, Any]], key: str, removed: list[str], put: l
     return out
 
 
-def diff(old: PlacementRequest | dict[str, Any], new: PlacementRequest | dict[str, Any], base: str) -> Change:
+def diff(old: PlacementRequest | dict[str, Any], new: PlacementRequest | dict[str, Any], base: str) -> ClusterChange:
     """The change that makes `new` of `old` (entries compared as sent): removals, then puts of what is new or
     differs. Applied to `old`, it gives `new` when `new` keeps `old`'s order and appends what it adds."""
     a = parse(old).model_dump(mode="json", exclude_unset=True)
@@ -158,4 +158,4 @@ def diff(old: PlacementRequest | dict[str, Any], new: PlacementRequest | dict[st
     fields["jobs_put"] = [e for name, e in after.items() if before.get(name) != e]
     if a.get("policy") != b.get("policy"):
         fields["policy"] = b.get("policy", {})
-    return Change.model_validate(fields)
+    return ClusterChange.model_validate(fields)

@@ -38,7 +38,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from placement_models import PlacementRequest
-from placement_models.changes import Change
+from placement_models.changes import ClusterChange
 from placement_service import health, plans, states, what_if
 from placement_service.metrics import Metrics
 from placement_service.pool import PoolFull
@@ -205,7 +205,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         schema = FastAPI.openapi(app)
         _, extra = models_json_schema(
             [(PlacementRequest, "validation"), (VerifyBody, "validation"), (WhatIfBody, "validation"),
-             (Change, "validation")],
+             (ClusterChange, "validation")],
             ref_template="#/components/schemas/{model}",
         )
         components = schema.setdefault("components", {}).setdefault("schemas", {})

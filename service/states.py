@@ -1,7 +1,7 @@
 """`POST /v1/states` and `POST /v1/changes`: a loop sends its cluster once, then only what changed.
 
 `/v1/states` plans a full request and keeps it (placement.states); its answer names the state. `/v1/changes`
-takes a `Change` against a state the server keeps, plans the request it stands for (the same plan as that
+takes a `ClusterChange` against a state the server keeps, plans the request it stands for (the same plan as that
 request sent whole) and keeps that as a new state. The store is bounded (`max_states`); an unknown or evicted
 state is a 404 at `body.base`, and a change naming a node or job the state lacks a 422 at the entry.
 """
@@ -12,7 +12,7 @@ import threading
 
 from fastapi import APIRouter, HTTPException, Request, Response
 from placement_models import Plan
-from placement_models.changes import Change
+from placement_models.changes import ClusterChange
 from placement_service import bodies
 from placement_service.runtime import GUARDED, POOLED_ERRORS, render, runtime
 from placement_service.schemas import body_doc
@@ -69,7 +69,7 @@ async def create_state(request: Request) -> Response:
 
 @router.post("/v1/changes", response_model=Planned, dependencies=GUARDED,
              responses={**POOLED_ERRORS, 404: {"description": "unknown or expired state (`body.base`)"}},
-             openapi_extra=body_doc("Change", "what changed since a kept state (JSON, or YAML by content type)"),
+             openapi_extra=body_doc("ClusterChange", "what changed since a kept state (JSON, or YAML by content type)"),
              summary="Plan what a change makes of a kept state, and keep the result")
 async def create_change(request: Request) -> Response:
     """The change is applied to its base state; the result is planned as the full request and kept."""
@@ -82,7 +82,7 @@ async def create_change(request: Request) -> Response:
     def work(stop: threading.Event) -> Planned:
         data = rt.decode(raw, kind)
         try:
-            change = Change.model_validate(data)
+            change = ClusterChange.model_validate(data)
         except ValidationError as exc:
             raise bodies.unprocessable(exc) from None
         try:
