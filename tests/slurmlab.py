@@ -48,10 +48,11 @@ def clean(lab: SlurmLab) -> None:
     assert wait_for(lambda: lab.idle_nodes() == set(lab.node_names()), 30), "nodes did not come back idle"
 
 
-def gpu_use(lab: SlurmLab) -> dict[tuple[str, int], list[int]]:
-    """(node, GPU index) -> jobs holding it now, from squeue's gres_detail."""
+def gpu_use(lab: SlurmLab, jobs: list[dict[str, Any]] | None = None) -> dict[tuple[str, int], list[int]]:
+    """(node, GPU index) -> jobs holding it, from squeue's gres_detail (of `jobs`, one squeue snapshot; default:
+    a fresh one)."""
     use: dict[tuple[str, int], list[int]] = {}
-    for j in squeue(lab):
+    for j in squeue(lab) if jobs is None else jobs:
         if j["job_state"] not in ("RUNNING", "COMPLETING"):
             continue
         for host, detail in zip(expand_hostlist(j["nodes"]), j["gres_detail"], strict=False):
@@ -63,10 +64,16 @@ def gpu_use(lab: SlurmLab) -> dict[tuple[str, int], list[int]]:
 
 def assert_sound(lab: SlurmLab, asks: dict[str, tuple[int, int]]) -> int:
     """No GPU index held twice; every running job of `asks` (id -> (nodes, GPUs per node)) has exactly that.
-    Returns the GPUs busy."""
-    use = gpu_use(lab)
+    Returns the GPUs busy. One squeue snapshot for both (a job the placer starts between two reads would show
+    running with no GPUs); a job Slurm lists running before its gres_detail is filled is read again."""
+    for _ in range(20):
+        jobs = squeue(lab)
+        if all(j.get("gres_detail") for j in jobs if j["job_state"] == "RUNNING" and str(j["job_id"]) in asks):
+            break
+        time.sleep(0.1)
+    use = gpu_use(lab, jobs)
     assert {k: v for k, v in use.items() if len(v) > 1} == {}
-    for j in squeue(lab):
+    for j in jobs:
         jid = str(j["job_id"])
         if j["job_state"] != "RUNNING" or jid not in asks:
             continue

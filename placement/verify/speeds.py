@@ -43,11 +43,14 @@ def running_speed(ctx: Context, run: RunningJob) -> float:
 
 
 def gpu_models(ctx: Context) -> set[str | None]:
-    """The GPU models of the request's GPU nodes and of the nodes its pools may add."""
-    models = {canonical(n.gpu_model) for n in ctx.request.cluster.nodes if n.gpus > 0}
-    models |= {canonical(p.provisionable.node.gpu_model) for p in ctx.request.cluster.pools
-               if p.provisionable is not None and p.provisionable.max_nodes > 0 and p.provisionable.node.gpus > 0}
-    return models
+    """The GPU models of the request's GPU nodes and of the nodes its pools may add (read once per check)."""
+    if "gpu_models" not in ctx.memo:
+        models = {canonical(n.gpu_model) for n in ctx.request.cluster.nodes if n.gpus > 0}
+        models |= {canonical(p.provisionable.node.gpu_model) for p in ctx.request.cluster.pools
+                   if p.provisionable is not None and p.provisionable.max_nodes > 0
+                   and p.provisionable.node.gpus > 0}
+        ctx.memo["gpu_models"] = models
+    return set(ctx.memo["gpu_models"])
 
 
 def loses(ctx: Context, job: Job) -> bool:
