@@ -81,10 +81,10 @@ def resolve(request: PlacementRequest) -> PlacementRequest:
     if weights:
         changes["weights"] = policy.weights.model_copy(update=weights)
     update["policy"] = policy.model_copy(update=changes)
-    return _fresh(request.model_copy(update=update))
+    return fresh(request.model_copy(update=update))
 
 
-def _fresh(request: PlacementRequest) -> PlacementRequest:
+def fresh(request: PlacementRequest) -> PlacementRequest:
     """A copied request without the cached answers of the one it was copied from (they read changed fields)."""
     for name, attr in vars(PlacementRequest).items():
         if isinstance(attr, cached_property):

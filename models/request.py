@@ -68,6 +68,11 @@ class PlacementRequest(Strict):
     #: named speed tables jobs share (`jobs[].workload`, `cluster.running[].workload`; placement_models.speeds)
     workloads: bounded_list(Workload, MAX_WORKLOADS) = Field(default_factory=list)
 
+    def check_references(self) -> PlacementRequest:
+        """Run the cross-reference checks again (`_references`): for a request assembled from validated parts
+        (placement.states), whose parts need no second look but whose parts' meeting does."""
+        return self._references()
+
     @model_validator(mode="after")
     def _references(self) -> PlacementRequest:
         """Cross-references: names unique, pools and nodes exist, GPUs in range and not double-booked."""

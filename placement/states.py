@@ -12,8 +12,9 @@ The store is bounded (`max_states`, least recently used first out): a state evic
 naming the entry. Neither ever yields a plan of some other cluster. `diff` gives the change between two
 requests, for callers that keep whole requests and for tests.
 
-What scales with the change today: reading and checking it (and what the caller sends). The merged request
-is validated, indexed and planned whole, as a full call would be.
+What scales with the change: what the caller sends and what is read and validated entry by entry; the request
+it makes is checked again only where entries meet (its cross-references), then indexed and planned whole, as
+a full call would be.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from placement_models import PlacementRequest, Plan
+from placement_models import ErrorList, PlacementRequest, Plan, presets
+from placement_models.base import MAX_JOBS, MAX_NODES, MAX_RUNNING_JOBS, MAX_RUNNING_PODS_TOTAL
 from placement_models.changes import ClusterChange
 
 from placement.api import parse, plan
@@ -65,7 +67,7 @@ class States:
         if max_states < 1:
             raise ValueError("max_states must be at least 1")
         self.max_states = max_states
-        self._states: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._states: OrderedDict[str, PlacementRequest] = OrderedDict()
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -73,23 +75,23 @@ class States:
 
     def put(self, request: PlacementRequest | dict[str, Any]) -> str:
         """Keep a (validated) request as a new state; its id."""
-        data = parse(request).model_dump(mode="json", exclude_unset=True)  # unset fields stay unset: presets
+        req = parse(request)
         state = uuid.uuid4().hex
         with self._lock:
-            self._states[state] = data
+            self._states[state] = req
             while len(self._states) > self.max_states:
                 self._states.popitem(last=False)
         return state
 
     def request(self, change: ClusterChange | dict[str, Any]) -> PlacementRequest:
-        """The full request a change against a kept state stands for (validated)."""
+        """The full request a change against a kept state stands for, checked as a full request is."""
         change = change if isinstance(change, ClusterChange) else ClusterChange.model_validate(change)
         with self._lock:
             if change.base not in self._states:
                 raise UnknownState(change.base)
             self._states.move_to_end(change.base)
             base = self._states[change.base]
-        return PlacementRequest.model_validate(apply(base, change))
+        return apply(base, change)
 
     def plan(self, request: PlacementRequest | dict[str, Any]) -> Planned:
         """Plan a full request and keep it: the state later changes are against."""
@@ -102,40 +104,51 @@ class States:
         return Planned(self.put(req), plan(req))
 
 
-def apply(base: dict[str, Any], change: ClusterChange) -> dict[str, Any]:
-    """The request data `change` makes of `base` (JSON data with unset fields left out)."""
-    out = dict(base)
-    cluster = dict(base["cluster"])
-    cluster["nodes"] = _changed(cluster.get("nodes", []), "name", change.nodes_removed, change.nodes_put,
-                                "nodes_removed")
+def apply(base: PlacementRequest, change: ClusterChange) -> PlacementRequest:
+    """The request `change` makes of `base`. Every entry is already validated (the base's, the change's), so
+    only what crosses entries is checked again: the lists' bounds and the request's cross-references (names
+    unique, pods on nodes that exist, GPUs in range and not double-booked, teams, pools, workloads), by the
+    request's own validator, as a full parse runs it."""
     started = {r.job for r in change.running_put}
-    cluster["running"] = _changed(cluster.get("running", []), "job", change.running_removed, change.running_put,
-                                  "running_removed")
-    jobs = [j for j in base.get("jobs", []) if j["name"] not in started]  # a job that started leaves the queue
-    out["jobs"] = _changed(jobs, "name", change.jobs_removed, change.jobs_put, "jobs_removed")
-    out["cluster"] = cluster
+    nodes = _changed(base.cluster.nodes, "name", change.nodes_removed, change.nodes_put, "nodes_removed")
+    running = _changed(base.cluster.running, "job", change.running_removed, change.running_put, "running_removed")
+    jobs = _changed([j for j in base.jobs if j.name not in started], "name", change.jobs_removed, change.jobs_put,
+                    "jobs_removed")
+    errors = ErrorList("PlacementRequest")
+    for loc, items, most in ((("cluster", "nodes"), nodes, MAX_NODES),
+                             (("cluster", "running"), running, MAX_RUNNING_JOBS), (("jobs",), jobs, MAX_JOBS)):
+        if len(items) > most:
+            errors.add(loc, f"at most {most} entries, not {len(items)}", len(items))
+    if not nodes:
+        errors.add(("cluster", "nodes"), "the change leaves no node", 0)
+    pods = sum(len(r.pods) for r in running)
+    if pods > MAX_RUNNING_PODS_TOTAL:
+        errors.add(("cluster", "running"), f"at most {MAX_RUNNING_PODS_TOTAL} running pods in all, not {pods}", pods)
+    errors.raise_if_any()
+    update: dict[str, Any] = {"cluster": base.cluster.model_copy(update={"nodes": nodes, "running": running}),
+                              "jobs": jobs}
     if change.policy is not None:
-        out["policy"] = change.policy.model_dump(mode="json", exclude_unset=True)
-    return out
+        update["policy"] = change.policy
+    out = presets.fresh(base.model_copy(update=update))  # no answers cached for the base
+    return out.check_references()
 
 
-def _changed(entries: list[dict[str, Any]], key: str, removed: list[str], put: list[Any],
-             field: str) -> list[dict[str, Any]]:
+def _changed(entries: list[Any], key: str, removed: list[str], put: list[Any], field: str) -> list[Any]:
     """Entries without the removed names, each put replacing its namesake in place or appended."""
-    index = {e[key]: i for i, e in enumerate(entries)}
+    names = {getattr(e, key) for e in entries}
     for k, name in enumerate(removed):
-        if name not in index:
+        if name not in names:
             raise ChangeError((field, k), f"no '{name}' in the base state")
     gone = set(removed)
-    out = [e for e in entries if e[key] not in gone]
-    where = {e[key]: i for i, e in enumerate(out)}
+    out = [e for e in entries if getattr(e, key) not in gone]
+    where = {getattr(e, key): i for i, e in enumerate(out)}
     for item in put:
-        data = item.model_dump(mode="json", exclude_unset=True)
-        if data[key] in where:
-            out[where[data[key]]] = data
+        name = getattr(item, key)
+        if name in where:
+            out[where[name]] = item
         else:
-            where[data[key]] = len(out)
-            out.append(data)
+            where[name] = len(out)
+            out.append(item)
     return out
 
 

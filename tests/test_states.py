@@ -118,6 +118,9 @@ def test_a_change_that_breaks_the_request_is_refused_with_the_request_path() -> 
     with pytest.raises(ValidationError) as err:  # the node its running job sits on goes, the job stays
         store.request({"base": state, "nodes_removed": ["n0"], "nodes_put": [_node("n1")]})
     assert "cluster.running.0.pods.0.node" in str(err.value)
+    with pytest.raises(ValidationError) as err:  # a pending job named as a running one
+        store.request({"base": state, "jobs_put": [_job("r", 1)]})
+    assert "duplicate job name 'r'" in str(err.value)
     with pytest.raises(ValidationError):  # a bad entry in the change itself: read before anything is applied
         store.request({"base": state, "jobs_put": [{"name": "b", "tasks": []}]})
 
