@@ -93,7 +93,8 @@ async def create_change(request: Request) -> Response:
             raise bodies.invalid(["body", *exc.field], str(exc), "change_error") from None
         except ValidationError as exc:  # what the change makes of the state is not a valid request
             raise bodies.unprocessable(exc, ("state",)) from None
-        bodies.check_limits(req.model_dump(mode="json", include={"cluster": {"nodes"}, "jobs": True}), ["state"],
+        # the server's bounds on what the change makes (only the lengths are read)
+        bodies.check_limits({"cluster": {"nodes": req.cluster.nodes}, "jobs": req.jobs}, ["state"],
                             settings.max_nodes, settings.max_jobs)
         clock.set(rt.applied_limit(req.policy, ["body", "policy"]), req.policy.deterministic)
         rt.too_late(clock)
