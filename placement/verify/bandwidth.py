@@ -27,9 +27,14 @@ EXACT_SETS = 20_000
 Links = dict[tuple[int, int], float]
 
 
+def _shape(node: Node) -> tuple[object, ...]:
+    """What a node's links follow: nodes alike in it share one graph (a cluster has a few shapes, not 12,500)."""
+    return node.gpus, node.gpu_model, node.topology.nvlink, node.topology.topo_matrix
+
+
 def links(ctx: Context, node: Node) -> Links | None:
     """Pair -> bandwidth on the node (pairs without a link absent); None where the node describes none."""
-    key = ("links", node.name)
+    key = ("links", *_shape(node))
     if key not in ctx.memo:
         spec = node.topology
         graph = None
@@ -49,7 +54,7 @@ def _total(pairs: Links, gpus: tuple[int, ...]) -> float:
 
 def _best(ctx: Context, node: Node, pairs: Links, k: int) -> float | None:
     """The best bandwidth of any k GPUs of the empty node, every set tried; None past EXACT_SETS sets."""
-    key = ("best_set", node.name, k)
+    key = ("best_set", *_shape(node), k)
     if key not in ctx.memo:
         sets = math.comb(node.gpus, k)
         ctx.memo[key] = None if sets > EXACT_SETS else max(
@@ -66,8 +71,8 @@ def _uneven(pairs: Links | None, gpus: int) -> bool:
 
 
 def check_bandwidth_term(ctx: Context) -> list[Expected] | None:
-    nodes = list(ctx.nodes.values())
-    if not any(_uneven(links(ctx, n), n.gpus) for n in nodes):
+    shapes = {_shape(n): n for n in ctx.nodes.values()}
+    if not any(_uneven(links(ctx, n), n.gpus) for n in shapes.values()):
         return [Expected.exact(0.0)]  # the planner reports no such term: every set is the best one
     loss = 0.0
     for a in ctx.plan.assignments:
@@ -77,7 +82,10 @@ def check_bandwidth_term(ctx: Context) -> list[Expected] | None:
         if node is None:
             return None
         pairs = links(ctx, node)
-        if not _uneven(pairs, node.gpus):
+        uneven = ("uneven", *_shape(node))
+        if uneven not in ctx.memo:
+            ctx.memo[uneven] = _uneven(pairs, node.gpus)
+        if not ctx.memo[uneven]:
             continue
         assert pairs is not None
         best = _best(ctx, node, pairs, len(a.gpus))

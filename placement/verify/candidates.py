@@ -185,13 +185,27 @@ def fits(ctx: Context, job: Job, task: Task, node: Node, spot: bool) -> bool | N
     return None if may_grow(ctx) and slots(ctx, task, node, grown=True) >= 1 else False
 
 
+def _held_instances(ctx: Context) -> dict[str, set[tuple[int, int]]]:
+    """Node name -> the MIG instances (gpu, start) running pods hold whole there, jobs the plan stops left out:
+    one pass over the running pods per check (per node it would be nodes × pods)."""
+    if "held_instances" not in ctx.memo:
+        held: dict[str, set[tuple[int, int]]] = {}
+        for rj in ctx.request.cluster.running:
+            if rj.job in ctx.stopped:
+                continue
+            for pod in rj.pods:
+                if pod.mig is not None and pod.gpu_share is None:
+                    held.setdefault(pod.node, set()).add((pod.mig.gpu, pod.mig.start))
+        ctx.memo["held_instances"] = held
+    return ctx.memo["held_instances"]  # type: ignore[no-any-return]
+
+
 def devices(ctx: Context, node: Node) -> tuple[frozenset[str], frozenset[str], bool]:
     """What MIG and shared pods may find on the node before the plan: the profiles of its free MIG instances
     (no running pod holds them; not offered as shares), those of its shared ones, and whether it shares a GPU."""
     key = ("devices", node.name)
     if key not in ctx.memo:
-        held = {(pod.mig.gpu, pod.mig.start) for rj in ctx.request.cluster.running if rj.job not in ctx.stopped
-                for pod in rj.pods if pod.node == node.name and pod.mig is not None and pod.gpu_share is None}
+        held = _held_instances(ctx).get(node.name, set())
         whole: set[str] = set()
         shared: set[str] = set()
         for gpu, layout in node.mig.items():

@@ -261,12 +261,13 @@ def _spreads(ctx: Context, job: Job, levels: list[str], nodes: dict[str, Node],
             spec is not None and spec.required is not None and _height(levels, spec.required) <= _height(levels,
                                                                                                       NVLINK)):
         tasks = [t for t in job.tasks if t.gpus > 0]
-        sizes: dict[str, int] = {}
-        for d in domains[NVLINK].values():
-            sizes[d] = sizes.get(d, 0) + 1
-        wide = [n for n in nodes.values() if sizes[domains[NVLINK][n.name]] > 1]
+        if "wide_nodes" not in ctx.memo:  # nodes in NVLink domains of more than one node: once per check
+            sizes: dict[str, int] = {}
+            for d in domains[NVLINK].values():
+                sizes[d] = sizes.get(d, 0) + 1
+            ctx.memo["wide_nodes"] = frozenset(n.name for n in nodes.values() if sizes[domains[NVLINK][n.name]] > 1)
+        wide_names: frozenset[str] = ctx.memo["wide_nodes"]
         could, might = _entered(ctx, [(job, t) for t in tasks])
-        wide_names = {n.name for n in wide}
         placed_wide = any(r.task.gpus > 0 and r.node.name in wide_names for r in ctx.job_nodes()[job.name])
         if placed_wide or wide_names & could:
             out.append((NVLINK, weight * IMPLICIT_NVLINK, True))
