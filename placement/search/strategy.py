@@ -25,8 +25,9 @@ from placement.search import bound, lns, solve, warm
 from placement.solution import Placement
 from placement.teams import MILLI
 
-#: Decode and verify take about this many times the problem phase (2.3 at 12,500 nodes, 2.5 at 1,024).
-DECODE_PER_PROBLEM = 2.3
+#: Decode and verify take about this many times the problem phase (3.0 at 12,500 nodes with the verifier's
+#: strict-priority and bandwidth checks: 1.65 s decode + 3.26 s verify after 1.65 s of problem).
+DECODE_PER_PROBLEM = 3.0
 #: Share of the time limit the class relaxation's bound may take (it stops earlier when it meets the plan).
 BOUND_SHARE = 0.1
 
@@ -244,8 +245,9 @@ def _search(ctx: ModelContext, policy: Policy, baseline: Placement, baseline_sco
 
 def reserve_s(problem: Problem, policy: Policy, budget: Budget | None = None) -> float:
     """Seconds kept after the search for decode, pending reasons and verify, which count against the limit
-    too: about 0.16 ms a pending job (measured 0.25 s at 1,024 nodes / 1,536 jobs, 4.2 s at 12,500 / 18,750),
-    at most half the limit. In wall-clock mode, also at least DECODE_PER_PROBLEM times what indexing the
+    too: about 0.16 ms a pending job (measured 0.25-0.4 s at 1,024 nodes / 1,536 jobs; at 12,500 / 18,750 4.2 s
+    before the verifier's strict-priority and bandwidth checks, 3.7-4.9 s since, which DECODE_PER_PROBLEM
+    covers), at most half the limit. In wall-clock mode, also at least DECODE_PER_PROBLEM times what indexing the
     request took, which follows the machine's speed and the request's shape."""
     formula = 0.05 + 1.6e-4 * len(problem.jobs) + 4e-5 * problem.n_nodes
     if budget is not None and not budget.deterministic:
