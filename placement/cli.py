@@ -342,6 +342,8 @@ targets (each bench's --help lists its options):
   cost             spot fleet pricing (data: --data DIR or PLACEMENT_DATA)
   scale            one plan() call per size in a fresh process: whole-call time, peak memory, their slope
                    against nodes × jobs (--sizes 1024,4096 --time-limit 10)
+  changes          a loop's change against a kept state (placement.states) vs the whole request: bytes sent,
+                   read-and-check and whole-call seconds (--nodes 12500 --shares 0.001,0.01,0.1)
   slurm            an ITP slice replayed into a real Slurm (placement.slurm.lab): Slurm's own backfill
                    against placement deciding, numbers from Slurm's job completion log
   solvers          the exported MPS solved by HiGHS and SCIP beside CP-SAT (placement.plan), same time limit
@@ -350,7 +352,8 @@ targets (each bench's --help lists its options):
                    job speeds against a Gavel-like max-min fairness scheduler; JCT, utilisation, Jain's fairness"""
 
 
-NAMED_BENCHES = ("openb", "cycles", "topology", "teams", "mig", "cost", "scale", "slurm", "solvers", "fleet")
+NAMED_BENCHES = ("openb", "cycles", "topology", "teams", "mig", "cost", "scale", "changes", "slurm", "solvers",
+                 "fleet")
 
 
 def cmd_bench(args: argparse.Namespace, rest: list[str]) -> int:
