@@ -32,9 +32,10 @@ def effective_labels(node: Node) -> dict[str, str]:
 
 def allowed(task: Task, node: Node) -> bool:
     """Does the task's node selector match the node and does it tolerate the node's blocking taints?"""
-    labels = effective_labels(node)
-    if any(labels.get(k) != v for k, v in task.node_selector.items()):
-        return False
+    if task.node_selector:  # the labels are built only for a selector to read
+        labels = effective_labels(node)
+        if any(labels.get(k) != v for k, v in task.node_selector.items()):
+            return False
     return all(any(t.tolerates(taint) for t in task.tolerations)
                for taint in node.taints if taint.effect in BLOCKING_EFFECTS)
 

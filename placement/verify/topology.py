@@ -172,8 +172,10 @@ def _height(levels: list[str], name: str) -> int:
 
 def _weighed(ctx: Context) -> tuple[dict[str, Node], dict[str, dict[str, str]]]:
     """The nodes the planner weighs by name, and their domains per level."""
-    nodes = {n.name: n for n in all_nodes(ctx)}
-    return nodes, topology_domains(ctx.request, list(nodes.values()))
+    if "weighed" not in ctx.memo:  # read by several terms: once per check
+        nodes = {n.name: n for n in all_nodes(ctx)}
+        ctx.memo["weighed"] = (nodes, topology_domains(ctx.request, list(nodes.values())))
+    return ctx.memo["weighed"]  # type: ignore[no-any-return]
 
 
 def _entered(ctx: Context, tasks: list[tuple[Job, Task]]) -> tuple[set[str], set[str]]:
