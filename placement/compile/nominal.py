@@ -222,7 +222,8 @@ def counted(problem: Problem, placement: Placement, jobs: set[int]) -> dict[int,
     for j in sorted(total, key=lambda j: (-problem.jobs[j].priority, j)):
         team = problem.job_team[j]
         use = per_scope.get(j, {})
-        if all(room[s, team] >= milli for s, milli in use.items()):
+        # a scope where the job takes no GPU (its CPU-only launcher on such a node) asks nothing of its room
+        if all(room[s, team] >= milli for s, milli in use.items() if milli > 0):
             for s, milli in use.items():
                 room[s, team] -= milli
             chosen[j] = total[j]
