@@ -7,9 +7,10 @@ costly body is paid for inside an admission slot.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
-from placement_models import Plan
+from placement_models import PlacementRequest, Plan
 from placement_service import bodies
 from placement_service.runtime import GUARDED, POOLED_ERRORS, render, runtime
 from placement_service.schemas import VerifyBody, VerifyResult, body_doc
@@ -40,20 +41,29 @@ async def create_plan(request: Request) -> Response:
     planner = rt.planner
 
     def work(stop: threading.Event) -> tuple[Plan, float]:
-        data = rt.decode(raw, kind)
-        bodies.check_limits(data, ["body"], settings.max_nodes, settings.max_jobs)
-        try:
-            req = placement_api.parse(data)
-        except ValidationError as exc:
-            raise bodies.unprocessable(exc) from None
-        limit = rt.applied_limit(req.policy, ["body"])
-        clock.set(limit, req.policy.deterministic)
-        rt.too_late(clock)
-        return rt.planned(planner, req, clock.solve_end(), stop), limit
+        _, plan, limit = solve_body(rt, raw, kind, clock, planner, stop)
+        return plan, limit
 
     plan, limit = await rt.run_on_pool(request, work, clock)
     rt.metrics.observe_plan(plan)
     return render(request, plan, {"X-Placement-Time-Limit": f"{limit:g}"})
+
+
+def solve_body(rt: Any, raw: bytes, kind: str, clock: Any, planner: Any,
+               stop: threading.Event) -> tuple[PlacementRequest, Plan, float]:
+    """A request body read, bounded, validated and planned on a pool thread: (request, plan, limit applied).
+    Shared by `/v1/plans` and `/v1/states` (placement_service.states)."""
+    settings = rt.settings
+    data = rt.decode(raw, kind)
+    bodies.check_limits(data, ["body"], settings.max_nodes, settings.max_jobs)
+    try:
+        req = placement_api.parse(data)
+    except ValidationError as exc:
+        raise bodies.unprocessable(exc) from None
+    limit = rt.applied_limit(req.policy, ["body"])
+    clock.set(limit, req.policy.deterministic)
+    rt.too_late(clock)
+    return req, rt.planned(planner, req, clock.solve_end(), stop), limit
 
 
 @router.post(

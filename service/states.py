@@ -14,11 +14,11 @@ from fastapi import APIRouter, HTTPException, Request, Response
 from placement_models import Plan
 from placement_models.changes import ClusterChange
 from placement_service import bodies
+from placement_service.plans import solve_body
 from placement_service.runtime import GUARDED, POOLED_ERRORS, render, runtime
 from placement_service.schemas import body_doc
 from pydantic import BaseModel, ValidationError
 
-from placement import api as placement_api
 from placement.states import ChangeError, States, UnknownState
 
 router = APIRouter()
@@ -51,15 +51,7 @@ async def create_state(request: Request) -> Response:
     planner = rt.planner
 
     def work(stop: threading.Event) -> Planned:
-        data = rt.decode(raw, kind)
-        bodies.check_limits(data, ["body"], settings.max_nodes, settings.max_jobs)
-        try:
-            req = placement_api.parse(data)
-        except ValidationError as exc:
-            raise bodies.unprocessable(exc) from None
-        clock.set(rt.applied_limit(req.policy, ["body"]), req.policy.deterministic)
-        rt.too_late(clock)
-        plan = rt.planned(planner, req, clock.solve_end(), stop)
+        req, plan, _ = solve_body(rt, raw, kind, clock, planner, stop)
         return Planned(state=store.put(req), plan=plan)
 
     planned = await rt.run_on_pool(request, work, clock)

@@ -35,8 +35,8 @@ from placement import speeds
 from placement.compile import terms
 from placement.compile.context import SCALE, ModelContext
 from placement.compile.priority import pod_value
-from placement.compile.quota import Held, bounds, quantum, team_gpus
-from placement.holdings import held_after, problem_entitlements, running_use, task_milli
+from placement.compile.quota import Held, bounds, quantum, team_gpus, team_use
+from placement.holdings import held_after, problem_entitlements
 from placement.problem import Problem
 from placement.solution import Placement
 from placement.teams import MILLI
@@ -106,36 +106,20 @@ def _fairness(ctx: ModelContext) -> None:
 
 
 def team_work(ctx: ModelContext) -> Held:
-    """Per team, its normalised work after the plan in milli-GPU (module docstring): `team_gpus` with each
+    """Per team, its normalised work after the plan in milli-GPU (module docstring): `team_use` with each
     GPU-equivalent weighed by its job's speed there over its best."""
     problem = ctx.problem
-    assert problem.teams is not None
     models = problem.speeds.models
-    out: Held = [([], [], 0) for _ in range(problem.teams.size)]
-    for r in problem.running:
-        if r.team < 0:
-            continue
-        table = problem.speeds.running[r.index] if problem.speeds.running else None
-        ratio = problem.speeds.running_pace[r.index] / speeds.best(table, models) if table is not None else 1.0
-        here = round(int(running_use(problem, r.index)[:, 0].sum()) * ratio)
-        variables, coefs, const = out[r.team]
-        if r.index in ctx.evicted and here:
-            variables.append(ctx.evicted[r.index])
-            coefs.append(-here)
-        out[r.team] = (variables, coefs, const + here)
-    for t, cand in enumerate(ctx.candidates):
-        task = problem.tasks[t]
-        team = problem.job_team[task.job]
-        if team < 0 or not len(cand):
-            continue
-        table = problem.speeds.pending[task.job] if problem.speeds.pending else None
-        each = task_milli(problem, t, cand).tolist()
-        for var, n, c in zip(ctx.x[t], cand.tolist(), each, strict=True):
-            work = round(c * speeds.normalised(table, problem.gpu_models[n], models))
-            if work:
-                out[team][0].append(var)
-                out[team][1].append(int(work))
-    return out
+
+    def running(r: int) -> float:
+        table = problem.speeds.running[r] if problem.speeds.running else None
+        return problem.speeds.running_pace[r] / speeds.best(table, models) if table is not None else 1.0
+
+    def pending(t: int, n: int) -> float:
+        table = problem.speeds.pending[problem.tasks[t].job] if problem.speeds.pending else None
+        return speeds.normalised(table, problem.gpu_models[n], models)
+
+    return team_use(ctx, np.ones(problem.n_nodes, dtype=bool), 0, (running, pending))
 
 
 def waited_days(problem: Problem, j: int) -> float:

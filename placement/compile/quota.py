@@ -31,6 +31,7 @@ pods on 8-slice GPUs), and at least `QUANTUM` (1/40 GPU: shares such as 1/3 coun
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -48,9 +49,11 @@ QUANTUM = 25
 Held = list[tuple[list[cp_model.IntVar], list[int], int]]
 
 
-def team_use(ctx: ModelContext, mask: np.ndarray, resource: int = 0) -> Held:
+def team_use(ctx: ModelContext, mask: np.ndarray, resource: int = 0,
+             weigh: tuple[Callable[[int], float], Callable[[int, int], float]] | None = None) -> Held:
     """Per team, A_T on `mask` nodes as (variables, coefficients, constant): placed pods, minus preempted
-    running work; milli-GPU (resource 0, GPU-equivalents), milli-CPU (1) or MiB (2)."""
+    running work; milli-GPU (resource 0, GPU-equivalents), milli-CPU (1) or MiB (2). `weigh`: (running job ->
+    factor, (task, node) -> factor), each amount times its factor rounded (fairness in work, compile/fairness.py)."""
     problem = ctx.problem
     assert problem.teams is not None
     out: Held = [([], [], 0) for _ in range(problem.teams.size)]
@@ -58,6 +61,8 @@ def team_use(ctx: ModelContext, mask: np.ndarray, resource: int = 0) -> Held:
         if r.team < 0:
             continue
         here = int((running_use(problem, r.index)[:, resource] * mask[r.nodes]).sum())
+        if weigh is not None:
+            here = round(here * weigh[0](r.index))
         variables, coefs, const = out[r.team]
         if r.index in ctx.evicted and here:
             variables.append(ctx.evicted[r.index])
@@ -70,6 +75,8 @@ def team_use(ctx: ModelContext, mask: np.ndarray, resource: int = 0) -> Held:
             continue
         each = task_milli(problem, t, cand) if resource == 0 else np.full(len(cand), int(task.demand[resource]))
         for var, n, c in zip(ctx.x[t], cand.tolist(), each.tolist(), strict=True):
+            if weigh is not None:
+                c = round(c * weigh[1](t, n))
             if c and mask[n]:
                 out[team][0].append(var)
                 out[team][1].append(int(c))
