@@ -477,29 +477,26 @@ class RuleKinds:
 
 
 class _Rooms:
-    """Per pending job, the room it may count on: free capacity plus what preemptions a rule lets it justify."""
+    """The room every pending job may count on: free capacity plus what any pending job could justify preempting.
+
+    Capacity a preemption frees is free for the whole plan, not only for the job it was made for: when a job
+    of one team preempts a lower-priority job of its own, a job of another team (which could not preempt it)
+    may take the GPUs left over. A room per job would hide that plan from the model, so a higher class could
+    wait while lower classes fill what was freed."""
 
     def __init__(self, free: np.ndarray, running: tuple[RunningInfo, ...], kinds: RuleKinds,
                  job_team: tuple[int, ...]) -> None:
-        self.free = free
-        self.evictable = [r for r in running if r.evictable]
-        self.jobs = kinds.request.jobs
-        self.kinds = kinds
-        self.job_team = job_team
-        self.cache: dict[tuple[object, ...], np.ndarray] = {}
+        self.room = free
+        jobs = kinds.request.jobs
+        distinct = {kinds.kind(job, job_team[j]): (job, job_team[j]) for j, job in enumerate(jobs)}
+        freed = [r for r in running if r.evictable and any(kinds.rules(job, team, r) for job, team in distinct.values())]
+        if freed:
+            self.room = free.copy()
+            for r in freed:
+                self.room[r.nodes] += r.use
 
     def of(self, j: int) -> np.ndarray:
-        if not self.evictable:
-            return self.free
-        job, team = self.jobs[j], self.job_team[j]
-        key = self.kinds.kind(job, team)
-        if key not in self.cache:
-            room = self.free.copy()
-            for r in self.evictable:
-                if self.kinds.rules(job, team, r):
-                    room[r.nodes] += r.use
-            self.cache[key] = room
-        return self.cache[key]
+        return self.room
 
 
 def _task_info(index: int, job: int, spec: Task, nodes: tuple[Node, ...], filters: _NodeFilters,

@@ -106,6 +106,19 @@ def test_within_team_takes_a_lower_priority_job_of_its_own_team_only() -> None:
     assert "fits if" not in plan.pending[0].reason  # no rule allows a victim: none is named
 
 
+def test_room_a_preemption_frees_is_free_for_every_job() -> None:
+    # a's small jobs may preempt a's priority -1 job, b's priority-1 job may not (another team, no quotas).
+    # Once a's jobs evict it, its GPUs are free for the plan: under strict priority b's job takes four of them
+    # rather than wait while a's lower class fills all eight.
+    running = [_run("a-low", "n1", [0, 1, 2, 3, 4], -1, "a")]
+    jobs = [_job(f"a{i}", 1, 0, "a") for i in range(8)] + [_job("b-hi", 4, 1, "b")]
+    plan = solve(_request([_node("n1")], jobs, running, [{"name": "a"}, {"name": "b"}]))
+    assert "b-hi" in _placed(plan) and len(_placed(plan)) == 5
+    assert [(p.job, p.rule) for p in plan.preemptions] == [("a-low", "within_team")]
+    assert plan.preemptions[0].for_job.startswith("a")
+    assert verify(_request([_node("n1")], jobs, running, [{"name": "a"}, {"name": "b"}]), plan) == []
+
+
 def test_each_team_preempts_by_its_own_rules() -> None:
     # Kueue sets `preemption` per ClusterQueue: the preemptor's team decides. The policy is off; a's own rules
     # let a-hi take a-low's place, b (no rules of its own) keeps waiting beside b-low.
