@@ -489,7 +489,8 @@ class _Rooms:
         self.room = free
         jobs = kinds.request.jobs
         distinct = {kinds.kind(job, job_team[j]): (job, job_team[j]) for j, job in enumerate(jobs)}
-        freed = [r for r in running if r.evictable and any(kinds.rules(job, team, r) for job, team in distinct.values())]
+        freed = [r for r in running
+                 if r.evictable and any(kinds.rules(job, team, r) for job, team in distinct.values())]
         if freed:
             self.room = free.copy()
             for r in freed:

@@ -1,12 +1,12 @@
 """Jobs that can never fit leave the request before anything is built from it.
 
 A job whose gang cannot be placed even on a cluster without any other pending job (counting what
-preemptions any pending job could justify: the room they free is free for every job) only clutters the model: its variables change CP-SAT's search, its
-priority level changes the class weights and its demand the teams' fair shares, so adding it
-would change the plan of every other job. Operators expect the opposite — a job that cannot fit
-changes nothing — so such jobs are dropped here, by tests that are necessary for any plan (a
-sound screen never drops a job that some plan could place), and come back in the plan as pending
-with the reason the original problem gives (`placement.decode`).
+preemptions any pending job could justify: the room they free is free for every job) only clutters
+the model: its variables change CP-SAT's search, its priority level changes the class weights and its
+demand the teams' fair shares, so adding it would change the plan of every other job. Operators expect
+the opposite — a job that cannot fit changes nothing — so such jobs are dropped here, by tests that are
+necessary for any plan (a sound screen never drops a job that some plan could place), and come back in
+the plan as pending with the reason the original problem gives (`placement.decode`).
 
 The tests, per job, on the problem's candidate nodes (filtered by selectors, taints, GPU model,
 device room and free capacity plus what pending jobs could justify preempting):
