@@ -141,7 +141,7 @@ def team_demand(problem: Problem) -> np.ndarray:
         if r.team >= 0:
             out[r.team] += running_use(problem, r.index)[:, 0].sum() / MILLI
     for j, team in enumerate(problem.job_team):
-        if team >= 0:
+        if team >= 0 and j not in problem.twins:  # a running job's twin wants what the job holds already
             out[team] += job_milli(problem, j) / MILLI
     return out
 

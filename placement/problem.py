@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 from placement_models import ErrorList, Job, Node, PlacementRequest, PreemptionRules, RunningJob, Task
 
-from placement import catalog, devices, pricing, provision, topology
+from placement import catalog, devices, migration, pricing, provision, topology
 from placement.devices import DeviceView
 from placement.speeds import Speeds
 from placement.speeds import resolve as resolve_speeds
@@ -232,10 +232,15 @@ class Problem:
     schedule: Schedule = field(default_factory=Schedule)
     #: each job's speed per GPU model, under catalog names (placement.speeds)
     speeds: Speeds = field(default_factory=Speeds)
+    #: pending job index -> running job index: the twins of running jobs that may move (placement.migration)
+    twins: dict[int, int] = field(default_factory=dict)
 
     def eviction_rules(self, j: int, r: int) -> tuple[str, ...]:
         """The rules of job j's team's `preemption` (else policy.preemption) under which placing it may preempt
-        running job r (`allowed_rules`; the quota conditions are the plan's: compile/preemption.py)."""
+        running job r (`allowed_rules`; the quota conditions are the plan's: compile/preemption.py). A twin
+        (placement.migration) preempts nobody."""
+        if j in self.twins:
+            return ()
         return self._kinds().rules(self.jobs[j], self.job_team[j] if self.job_team else -1, self.running[r])
 
     def may_evict(self, j: int, r: int) -> bool:
@@ -244,7 +249,7 @@ class Problem:
 
     def preemptable(self) -> list[int]:
         """Running jobs some pending job may preempt under a rule (exact, over the distinct kinds of pending job)."""
-        kinds = {self.rule_kind(j): j for j in range(len(self.jobs))}
+        kinds = {self.rule_kind(j): j for j in range(len(self.jobs)) if j not in self.twins}
         return [r.index for r in self.running
                 if r.evictable and any(self.may_evict(j, r.index) for j in kinds.values())]
 
@@ -306,7 +311,9 @@ def _on_devices(info: TaskInfo, view: DeviceView) -> TaskInfo:
 
 
 def build(request: PlacementRequest) -> Problem:
-    """Index the request; unknown GPU models are reported with the list of known ones."""
+    """Index the request; unknown GPU models are reported with the list of known ones. With policy.migration,
+    the running jobs that could move join the pending jobs as twins (placement.migration)."""
+    request = migration.with_twins(request)
     # Nodes pools may add (provisioning) follow the real ones: index >= len(request.cluster.nodes).
     nodes = tuple(request.cluster.nodes) + provision.added_nodes(request)
     node_index = {n.name: i for i, n in enumerate(nodes)}
@@ -354,7 +361,8 @@ def build(request: PlacementRequest) -> Problem:
     speeds = resolve_speeds(request, frozenset(m for n, m in zip(nodes, models, strict=True) if n.gpus > 0),
                             [[models[n] for n in r.nodes.tolist() if nodes[n].gpus > 0] for r in running])
     kinds = RuleKinds(request, running)
-    rooms = _Rooms(free, running, kinds, job_team)
+    twins = migration.twins(request)
+    room = _room(free, running, kinds, job_team, twins)
     tasks: list[TaskInfo] = []
     job_tasks: list[tuple[int, ...]] = []
     # Thousands of tasks share a shape: their filtered arrays are computed once per signature and shared
@@ -362,14 +370,15 @@ def build(request: PlacementRequest) -> Problem:
     shapes: dict[tuple[object, ...], TaskInfo] = {}
     for j, job in enumerate(request.jobs):
         ids = []
+        slower = migration.no_faster(speeds, twins[j], models, capacity) if j in twins else None
         for spec in job.tasks:
-            room = rooms.of(j)
-            key = (*_signature(spec), id(room), job.spot_ok)
+            key = (*_signature(spec), job.spot_ok, j if j in twins else -1)
             shape = shapes.get(key)
             if shape is None:
                 info = _task_info(len(tasks), j, spec, nodes, filters, memory, room, capacity)
                 info = _on_devices(info, view)
-                shape = shapes[key] = _frozen(info if job.spot_ok else _without(info, spot, "spot"))
+                info = info if job.spot_ok else _without(info, spot, "spot")
+                shape = shapes[key] = _frozen(info if slower is None else _without(info, slower, "faster_gpus"))
             ids.append(len(tasks))
             tasks.append(TaskInfo(index=len(tasks), job=j, spec=spec, demand=shape.demand, candidates=shape.candidates,
                                   max_per_node=shape.max_per_node, funnel=shape.funnel, eligible=shape.eligible))
@@ -379,8 +388,9 @@ def build(request: PlacementRequest) -> Problem:
         free=free, free_gpu_ids=free_ids, jobs=tuple(request.jobs), tasks=tuple(tasks),
         job_tasks=tuple(job_tasks), running=running, teams=teams, job_team=job_team, devices=view, speeds=speeds,
         # domains per level and in-node GPU graphs; bad topology input is rejected here, with its path
-        facts=Facts(topology=topology.cluster_topology(request, nodes), rule_kinds=kinds),
+        facts=Facts(topology=topology.cluster_topology(request, nodes), rule_kinds=kinds), twins=twins,
     )
+
 
 
 def _teams(request: PlacementRequest, nodes: tuple[Node, ...], node_index: dict[str, int],
@@ -476,28 +486,21 @@ class RuleKinds:
         return found
 
 
-class _Rooms:
-    """The room every pending job may count on: free capacity plus what any pending job could justify preempting.
-
-    Capacity a preemption frees is free for the whole plan, not only for the job it was made for: when a job
-    of one team preempts a lower-priority job of its own, a job of another team (which could not preempt it)
-    may take the GPUs left over. A room per job would hide that plan from the model, so a higher class could
-    wait while lower classes fill what was freed."""
-
-    def __init__(self, free: np.ndarray, running: tuple[RunningInfo, ...], kinds: RuleKinds,
-                 job_team: tuple[int, ...]) -> None:
-        self.room = free
-        jobs = kinds.request.jobs
-        distinct = {kinds.kind(job, job_team[j]): (job, job_team[j]) for j, job in enumerate(jobs)}
-        freed = [r for r in running
-                 if r.evictable and any(kinds.rules(job, team, r) for job, team in distinct.values())]
-        if freed:
-            self.room = free.copy()
-            for r in freed:
-                self.room[r.nodes] += r.use
-
-    def of(self, j: int) -> np.ndarray:
-        return self.room
+def _room(free: np.ndarray, running: tuple[RunningInfo, ...], kinds: RuleKinds, job_team: tuple[int, ...],
+          twins: dict[int, int]) -> np.ndarray:
+    """The room every pending job may count on: free capacity, what any pending job could justify preempting
+    and what running jobs that may move hold (placement.migration). What a preemption frees is free for the
+    whole plan, not only for the job it is made for: were it not, a job of another team (which could not
+    preempt) would wait while lower classes fill the GPUs a team's own preemption freed."""
+    distinct = {kinds.kind(job, job_team[j]): (job, job_team[j]) for j, job in enumerate(kinds.request.jobs)
+                if j not in twins}
+    moving = set(twins.values())
+    freed = [r for r in running if r.index in moving
+             or (r.evictable and any(kinds.rules(job, team, r) for job, team in distinct.values()))]
+    room = free.copy() if freed else free
+    for r in freed:
+        room[r.nodes] += r.use
+    return room
 
 
 def _task_info(index: int, job: int, spec: Task, nodes: tuple[Node, ...], filters: _NodeFilters,
@@ -532,7 +535,8 @@ def _task_info(index: int, job: int, spec: Task, nodes: tuple[Node, ...], filter
 
 def _signature(spec: Task) -> tuple[object, ...]:
     """Everything of a task its candidate arrays depend on: every field but its name and `min_replicas`
-    (the room it counts on and `spot_ok` are the job's, and join the key in `build`)."""
+    (`spot_ok` is the job's and joins the key in `build`, as does a twin's index: placement.migration trims
+    its nodes)."""
     return (spec.replicas, spec.gpus, spec.gpu_memory_gib, spec.cpu, spec.memory_gib,
             tuple(spec.node_selector.items()), tuple(t.model_dump_json() for t in spec.tolerations),
             spec.mig_profile, spec.gpu_share)

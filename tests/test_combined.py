@@ -160,6 +160,7 @@ def requests(draw: st.DrawFn, share_on_demand: bool = False) -> dict[str, Any]:
     if draw(st.booleans()):
         policy["min_runtime_s"] = 3600
     policy["fair_share"] = draw(st.sampled_from(["gpus", "work"]))
+    policy["migration"] = draw(st.booleans())
     for r in running:
         r.update(_speeds(draw))
     return {"cluster": {"pools": pools, "nodes": nodes, "running": running}, "jobs": jobs, "teams": teams,
@@ -191,7 +192,7 @@ def check_plan(data: dict[str, Any]) -> Plan:
     req = PlacementRequest.model_validate(data)
     p = plan(req)  # plan() runs the checker itself: a violation raises here
     assert verify(req, p) == []
-    placed = {a.job for a in p.assignments}
+    placed = {a.job for a in p.assignments} - {m.job for m in p.preemptions if m.rule == "migrate"}
     pending = {x.job: x.reason for x in p.pending}
     assert all(pending.values())
     assert {j.name for j in req.jobs} == placed | set(pending)

@@ -45,6 +45,23 @@ def test_auto_is_completion_when_the_call_carries_time() -> None:
     assert (weights.turnaround, weights.alignment) == (2.0, 0.5)
 
 
+def test_auto_is_las_with_moves_where_jobs_declare_speeds() -> None:
+    request = _request([_job("a", 1, speeds={"H100": 1.0, "A100": 0.5})], nodes=2)
+    assert presets.effective_preset(PlacementRequest.model_validate(request)) == "completion"  # one model
+    request["cluster"]["nodes"][1]["gpu_model"] = "A100-SXM4-80GB"
+    assert presets.effective_preset(PlacementRequest.model_validate(request)) == "las"
+    policy = _resolved(request).policy
+    assert (policy.migration, policy.preemption, policy.weights.throughput) == (True, True, 1.0)
+    running = [{"job": "r", "started_at": "2026-01-01T00:00:00Z", "workload": "w",
+                "pods": [{"task": "w", "node": "n0", "gpus": [0]}]}]
+    # a loop's call with nothing queued still carries time: its running jobs' starts
+    empty = {**_request([], nodes=2, running=running), "workloads": [{"name": "w", "speeds": {"H100": 1.0}}]}
+    empty["cluster"]["nodes"][1]["gpu_model"] = "A100-SXM4-80GB"
+    assert presets.effective_preset(PlacementRequest.model_validate(empty)) == "las"
+    del running[0]["workload"]
+    assert presets.effective_preset(PlacementRequest.model_validate(_request([], running=running))) == "completion"
+
+
 @pytest.mark.parametrize("now, submitted", [(None, "2026-01-01T12:00:00Z"), (NOW, None)])
 def test_auto_is_one_shot_without_time(now: str | None, submitted: str | None) -> None:
     request = PlacementRequest.model_validate(_request([_job("a", 1, submitted=submitted)], now=now))

@@ -43,7 +43,8 @@ def job_order(problem: Problem) -> list[int]:
         starved = first.get(job.name, len(first))
         return (starved, -job.priority, deferral, -problem.job_gpus(j), submitted.timestamp(), job.name)
 
-    return sorted(range(len(problem.jobs)), key=key)
+    # a running job's twin (placement.migration) is no job to start: a move needs its eviction, which the model makes
+    return sorted((j for j in range(len(problem.jobs)) if j not in problem.twins), key=key)
 
 
 def greedy(problem: Problem, free: np.ndarray | None = None, order: list[int] | None = None) -> Placement:

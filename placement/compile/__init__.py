@@ -33,6 +33,7 @@ from placement.compile import (
     gang,
     mig,
     mig_sharing,
+    migration,
     nominal,
     preemption,
     priority,
@@ -51,7 +52,7 @@ from placement.problem import Problem
 # mig_sharing before mig, mig before sharing and cost (module docstring): each reads what the one before writes
 MODULES: tuple[ModuleType, ...] = (gang, capacity, reservation, priority, fragmentation, quota, nominal, fairness,
                                    preemption, topology, mig_sharing, mig, sharing, cost, usage, stability, throughput,
-                                   waiting, alignment)
+                                   waiting, alignment, migration)
 
 
 def build(problem: Problem, candidates: list[np.ndarray] | None = None,

@@ -90,7 +90,7 @@ def apply(ctx: ModelContext) -> None:
     charges = _charges(problem)
     for t, task in enumerate(problem.tasks):
         gpus = int(task.demand[0])
-        if not gpus or not ctx.x[t]:
+        if not gpus or not ctx.x[t] or task.job in problem.twins:
             continue
         cost = delay_cost(problem, task.job, node_ends, limits)
         if cost is None:

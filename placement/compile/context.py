@@ -243,5 +243,7 @@ class ModelContext:
 
 
 def _preemptable(problem: Problem) -> list[int]:
-    """Running jobs some pending job could justify preempting under the policy's rules (Problem.preemptable)."""
-    return problem.preemptable()
+    """Running jobs some pending job could justify preempting under the policy's rules (Problem.preemptable), and
+    those that may move (their twins: placement.migration)."""
+    found = problem.preemptable()
+    return sorted(set(found) | set(problem.twins.values())) if problem.twins else found

@@ -61,6 +61,8 @@ def apply(ctx: ModelContext) -> None:
     real = provision.first_added(request)
     if weight > 0 and pricing.priced(request):
         for t, task in enumerate(problem.tasks):
+            if task.job in problem.twins:
+                continue  # a running job's cost is not the plan's to weigh, where it runs now or moved
             job = problem.jobs[task.job]
             cand = ctx.candidates[t]
             gpus = task_milli(problem, t, cand) / MILLI  # GPU-equivalents: MIG and shared pods pay their part

@@ -89,7 +89,8 @@ def classes(problem: Problem) -> dict[tuple[Hashable, ...], list[int]]:
         return found
     named = _named(problem)
     for j in range(len(problem.jobs)):
-        if problem.jobs[j].name not in named and problem.job_tasks[j] and _whole_gang(problem, j):
+        if (problem.jobs[j].name not in named and j not in problem.twins and problem.job_tasks[j]
+                and _whole_gang(problem, j)):
             found.setdefault(_class_key(problem, j), []).append(j)
     keys = {j: reservation_key(problem.jobs[j]) for members in found.values() for j in members}
     for members in found.values():

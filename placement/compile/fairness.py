@@ -136,6 +136,8 @@ def _aging(ctx: ModelContext) -> None:
     if weight == 0:
         return
     for t, task in enumerate(ctx.problem.tasks):
+        if task.job in ctx.problem.twins:
+            continue  # a running job moving has not waited
         days = waited_days(ctx.problem, task.job)
         value = pod_value(ctx.problem.gpu_value(t))
         if round(value * days * weight * SCALE) and ctx.x[t]:

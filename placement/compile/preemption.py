@@ -154,6 +154,7 @@ def apply(ctx: ModelContext) -> None:
             within[team, s] = var
         return within[team, s]
 
+    twin_of = {r: j for j, r in problem.twins.items()}
     for r, evicted in ctx.evicted.items():
         victim = problem.running[r]
         nodes = victim.nodes.tolist()
@@ -189,13 +190,21 @@ def apply(ctx: ModelContext) -> None:
                     ctx.model.add(cp_model.LinearExpr.sum(variables) >= z)
                     stead.append(z)
                     reclaims.append((z, team, s, pairs[team]))
+        if r in twin_of:
+            stead.append(ctx.placed[twin_of[r]])  # a move: the job itself placed again (compile/migration.py)
         if not stead:
             ctx.model.add(evicted == 0)
             continue
         ctx.model.add(evicted <= cp_model.LinearExpr.sum(stead))
 
-    costs = eviction_costs(problem, list(ctx.evicted))
-    ctx.objective.add(NAME, list(ctx.evicted.values()), [-costs[r] for r in ctx.evicted])
+    # a move is no preemption: its cost is compile/migration.py's; the victims' costs are those of the jobs some
+    # pending job may preempt, as without migration
+    victims = [r for r in problem.preemptable() if r in ctx.evicted]
+    if victims:
+        costs = eviction_costs(problem, victims)
+        moves = [r for r in victims if r in twin_of]
+        ctx.objective.add(NAME, [ctx.evicted[r] for r in victims] + [ctx.placed[twin_of[r]] for r in moves],
+                          [-costs[r] for r in victims] + [costs[r] for r in moves])
 
     def hint(ctx: ModelContext, placement: Placement, values: dict[int, int]) -> None:
         inside: dict[tuple[int, int], int] = {}

@@ -61,10 +61,13 @@ def _tiers(problem: Problem) -> tuple[dict[int, float], dict[int, float]]:
     cached = problem.facts.class_tiers
     if cached is None:
         if problem.request.policy.priority_mode == "weighted":
-            base = level_weights([job.priority for job in problem.jobs])
+            base = level_weights([job.priority for j, job in enumerate(problem.jobs) if j not in problem.twins])
             cached = (base, dict.fromkeys(base, TOP_WEIGHT))
         else:
             cached = strict_weights(problem)
+        for j in problem.twins:  # a moving running job's class is worth nothing new (compile/migration.py)
+            cached[0].setdefault(problem.jobs[j].priority, 0.0)
+            cached[1].setdefault(problem.jobs[j].priority, 0.0)
         problem.facts.class_tiers = cached
     return cached
 
@@ -87,6 +90,8 @@ def strict_weights(problem: Problem) -> tuple[dict[int, float], dict[int, float]
     teams = with_nominal(problem)
     for t, task in enumerate(problem.tasks):
         job = task.job
+        if job in problem.twins:
+            continue  # a running job moving (placement.migration) asks nothing of its class
         level = problem.jobs[job].priority
         value = pod_value(problem.gpu_value(t))
         asked[level] = asked.get(level, 0.0) + value * task.replicas
@@ -95,14 +100,17 @@ def strict_weights(problem: Problem) -> tuple[dict[int, float], dict[int, float]
             # the least a job within nominal adds there: one GPU pod (an elastic job's credit moves by pods)
             smallest_in[level] = min(smallest_in.get(level, value), value)
         smallest[level] = min(smallest.get(level, value), value)
-    for job in problem.jobs:  # a job without tasks still has a class
+    for j, job in enumerate(problem.jobs):  # a job without tasks still has a class
+        if j in problem.twins:
+            continue
         asked.setdefault(job.priority, 0.0)
         smallest.setdefault(job.priority, 1.0)
     knobs = problem.request.policy.weights
     # the throughput term (compile/throughput.py) may take up to its weight per GPU-equivalent, where speeds are given
-    paced = knobs.throughput if any(throughput.losses(problem, j) for j in range(len(problem.jobs))) else 0.0
-    margin = sum(asked.values()) * (1.0 + knobs.fairness + 30.0 * knobs.aging + knobs.topology + paced) + len(
-        problem.jobs) * knobs.turnaround
+    paced = knobs.throughput if any(throughput.losses(problem, j) for j in range(len(problem.jobs))
+                                    if j not in problem.twins) else 0.0
+    margin = sum(asked.values()) * (1.0 + knobs.fairness + 30.0 * knobs.aging + knobs.topology + paced) + (
+        len(problem.jobs) - len(problem.twins)) * knobs.turnaround
     weights: dict[int, float] = {}
     bonus: dict[int, float] = dict.fromkeys(asked, 0.0)
     below, top = 0.0, 0.0
@@ -131,5 +139,7 @@ def apply(ctx: ModelContext) -> None:
     weights = class_weights(ctx.problem)
     weight = ctx.problem.request.policy.weights.priority
     for t, task in enumerate(ctx.problem.tasks):
+        if task.job in ctx.problem.twins:
+            continue  # a move earns what it gains in work (compile/migration.py), not its class again
         w = weights[ctx.problem.jobs[task.job].priority] * pod_value(ctx.problem.gpu_value(t))
         ctx.objective.add(terms.PRIORITY, ctx.x[t], [w] * len(ctx.x[t]), weight)

@@ -25,7 +25,8 @@ def previous_counts(ctx: ModelContext) -> dict[tuple[int, int], int]:
     previous = ctx.problem.request.policy.previous_plan
     if previous is None:
         return {}
-    task_index = {(ctx.problem.jobs[t.job].name, t.name): t.index for t in ctx.problem.tasks}
+    task_index = {(ctx.problem.jobs[t.job].name, t.name): t.index for t in ctx.problem.tasks
+                  if t.job not in ctx.problem.twins}  # a running job's twin is no pending pod
     counts: dict[tuple[int, int], int] = {}
     for a in previous.assignments:
         t = task_index.get((a.job, a.task))

@@ -33,6 +33,7 @@ STABILITY = "stability"
 TURNAROUND = "turnaround"
 ALIGNMENT = "alignment"
 THROUGHPUT = "throughput"
+MIGRATION = "migration"
 
 #: term -> the compile module (placement.compile.<module>) that adds it
 MODULE: dict[str, str] = {
@@ -57,6 +58,7 @@ MODULE: dict[str, str] = {
     TURNAROUND: "waiting",
     ALIGNMENT: "alignment",
     THROUGHPUT: "throughput",
+    MIGRATION: "migration",
 }
 #: every term the compiler may report
 NAMES = frozenset(MODULE)

@@ -41,7 +41,7 @@ def apply(ctx: ModelContext) -> None:
     weight = problem.request.policy.weights.turnaround
     if weight == 0:
         return
-    jobs = [j for j in range(len(problem.jobs)) if problem.job_tasks[j]]
+    jobs = [j for j in range(len(problem.jobs)) if problem.job_tasks[j] and j not in problem.twins]
     pending = problem.speeds.pending
     fastest = [1.0 if not pending or pending[j] is None else
                ctx.best_speed.get(j, speeds.best(pending[j], problem.speeds.models)) for j in jobs]
@@ -51,6 +51,8 @@ def apply(ctx: ModelContext) -> None:
     # difference off, so the term counts its runtime at its slowest GPU's speed
     variables, coefs = [], []
     for j, steps in ctx.slow.items():
+        if j in problem.twins:
+            continue
         before = ctx.best_speed[j]
         for speed, flag in steps:
             variables.append(flag)

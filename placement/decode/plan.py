@@ -102,7 +102,7 @@ def decode(problem: Problem, placement: Placement, terms: dict[str, float], stat
     added = set(range(provision.first_added(problem.request), problem.n_nodes))
     pods = [(problem.jobs[problem.tasks[t].job], n, pod_gpus(problem, t, n))  # GPU-equivalents (MIG, shares)
             for (t, n), k in sorted(placement.counts.items()) for _ in range(k)]
-    waiting = [j for j in range(len(problem.jobs)) if j not in placed]
+    waiting = [j for j in range(len(problem.jobs)) if j not in placed and j not in problem.twins]
     top = problem.request.policy.explain_top  # who holds their room is named for these, highest class, oldest
     detailed = set(sorted(waiting, key=lambda j: (-problem.jobs[j].priority, problem.jobs[j].submitted_at or _EPOCH,
                                                   problem.jobs[j].name))[:top])
@@ -125,7 +125,9 @@ def decode(problem: Problem, placement: Placement, terms: dict[str, float], stat
     bound = assignments(problem, placement)
     terms = {**terms, **topology_terms.bandwidth_terms(problem, bound)}  # computed from the GPUs chosen
     rounded = {name: round(value, 6) for name, value in terms.items()}
-    preempted = [Preemption(job=problem.running[r].spec.job,  # + the job it makes room for, the rule allowing it
+    moved = {r: j for j, r in problem.twins.items() if j in placed}
+    preempted = [_move(problem, r, moved[r], placement) if r in moved else
+                 Preemption(job=problem.running[r].spec.job,  # + the job it makes room for, the rule allowing it
                             **preemption_reason(problem, r, placement, ledger)._asdict())
                  for r in sorted(placement.evicted)]
     teams, fairness_index = team_reports(problem, placement)
@@ -143,6 +145,17 @@ def decode(problem: Problem, placement: Placement, terms: dict[str, float], stat
     return fold(problem, plan)  # right-sized pods in the request's own names
 
 
+def _move(problem: Problem, r: int, j: int, placement: Placement) -> Preemption:
+    """The preemption entry of running job r moving (its twin j placed: placement.migration)."""
+    name = problem.running[r].spec.job
+    now = problem.speeds.running_pace[r]
+    after = gang_speeds(problem, placement).get(name, now)
+    models = sorted({str(problem.gpu_models[n]) for (t, n), k in placement.counts.items()
+                     if k and problem.tasks[t].job == j})
+    return Preemption(job=name, for_job=name, rule="migrate",
+                      reason=f"moves to faster GPUs ({', '.join(models)}): speed {now:.3g} -> {after:.3g}")
+
+
 def _with_screened(problem: Problem, pending: list[Pending]) -> list[Pending]:
     """Pending jobs in the request's order, with the jobs screened out before the model (they can never
     fit: placement.screen) explained on the problem they were screened from, as if nothing else were placed."""
@@ -153,7 +166,7 @@ def _with_screened(problem: Problem, pending: list[Pending]) -> list[Pending]:
     nothing = Placement()
     usage = np.zeros_like(original.free)
     reasons = {original.jobs[j].name: _pending(original, j, nothing, usage, pending_reason(original, j, nothing, usage))
-               for j in gone}
+               for j in gone if j not in original.twins}
     by_name = {p.job: p for p in pending}
     out = []
     for job in original.jobs:

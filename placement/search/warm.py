@@ -130,7 +130,7 @@ class _Warm:
     def run(self, deadline: float) -> Placement:
         """Kueue's order: first jobs that keep their team within nominal, then the rest; priority, then age."""
         problem = self.problem
-        order = sorted(range(len(problem.jobs)), key=self._order)
+        order = sorted((j for j in range(len(problem.jobs)) if j not in problem.twins), key=self._order)
         for within in ((True, False) if self.alloc is not None else (False,)):
             done = self.plan.placed_jobs(problem)
             for j in order:

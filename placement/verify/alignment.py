@@ -77,7 +77,7 @@ def check_alignment_term(ctx: Context) -> list[Expected] | None:
     out = []
     for tier in found:
         total = Tally()
-        for r in ctx.resolved:
+        for r in ctx.new_work():
             runtime = runtime_h(r.job, limits)
             if r.task.gpus <= 0 or r.task.mig_profile is not None or r.task.gpu_share is not None or runtime is None:
                 continue

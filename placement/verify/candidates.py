@@ -113,18 +113,22 @@ def may_grow(ctx: Context) -> bool:
 
 def grown_rooms(ctx: Context) -> dict[str, Room]:
     """The most room a pending job may count on per node: the free room plus all that running jobs hold which
-    some rule could let it evict (preemption on somewhere, preemptible, past min_runtime_s), as the planner
-    adds it: healthy GPUs of pods that do not share theirs, CPU and memory. Empty where nothing may be."""
+    some rule could let it evict (preemption on somewhere, preemptible, past min_runtime_s), or that may move
+    (policy.migration, with a speed table), as the planner adds it: healthy GPUs of pods that do not share
+    theirs, CPU and memory. Empty where nothing may be."""
     if "grown" in ctx.memo:
         return ctx.memo["grown"]  # type: ignore[no-any-return]
     request = ctx.request
     out: dict[str, Room] = {}
-    if request.may_preempt:
+    moving = request.policy.migration  # a job that may move to faster GPUs leaves its own to the plan
+    if request.may_preempt or moving:
         now, least = request.planning_time(), request.policy.min_runtime_s
         extra: dict[str, list[int]] = {}
         for rj in request.cluster.running:
             old = least == 0 or (rj.started_at is not None and (now - rj.started_at).total_seconds() >= least)
             if rj.job in ctx.stopped or not rj.preemptible or not old:
+                continue
+            if not request.may_preempt and rj.speeds is None and rj.workload is None:
                 continue
             for pod in rj.pods:
                 node = ctx.nodes.get(pod.node)

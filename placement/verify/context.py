@@ -54,6 +54,16 @@ class Context:
     #: node classes and task offers, placement.verify.priority's tiers)
     memo: dict[str, Any] = field(default_factory=dict, repr=False)
     _job_nodes: dict[str, list[Resolved]] | None = field(default=None, repr=False)
+    #: running jobs the plan moves (rule `migrate`), as the pending jobs they are placed again as
+    #: (placement.verify.migration): their pods are checked as any pending job's, and earn no new work's terms
+    moved: dict[str, Job] = field(default_factory=dict)
+
+    def new_work(self) -> list[Resolved]:
+        """The resolved assignments of pending jobs, not of running jobs moving: what the class, aging, turnaround,
+        alignment, cost and stability terms weigh."""
+        if not self.moved:
+            return self.resolved
+        return [r for r in self.resolved if r.job.name not in self.moved]
 
     def job_nodes(self) -> dict[str, list[Resolved]]:
         """Per job, its resolved assignments."""
@@ -88,7 +98,9 @@ class Context:
             running_mem=mem,
             evicted=evicted & {rj.job for rj in request.cluster.running},
             stopped=frozenset(p.job for p in plan.preemptions if p.rule == "max_runtime"),
+            moved=moved_jobs(request, plan),
         )
+        ctx.pending_jobs.update(ctx.moved)
         for i, a in enumerate(plan.assignments):
             job = ctx.pending_jobs.get(a.job)
             task = find_task(job, a.task) if job else None
@@ -101,6 +113,30 @@ class Context:
                 else:
                     ctx.resolved.append(Resolved(i, a, job, task, node))
         return ctx
+
+
+def moved_jobs(request: PlacementRequest, plan: Plan) -> dict[str, Job]:
+    """Job name -> the pending job a moved running job is placed again as, for each `migrate` preemption."""
+    running = {rj.job: rj for rj in request.cluster.running}
+    out: dict[str, Job] = {}
+    for p in plan.preemptions:
+        rj = running.get(p.job)
+        if p.rule != "migrate" or rj is None or not rj.pods:
+            continue
+        tasks: dict[str, dict[str, object]] = {}
+        for pod in rj.pods:
+            entry = tasks.setdefault(pod.task, {"name": pod.task, "replicas": 0, "gpus": len(pod.gpus),
+                                                "cpu": pod.cpu, "memory_gib": pod.memory_gib})
+            entry["replicas"] = int(entry["replicas"]) + 1  # type: ignore[call-overload]
+        try:
+            out[rj.job] = Job.model_validate({
+                "name": rj.job, "team": rj.team, "namespace": rj.namespace, "priority": rj.priority,
+                "submitted_at": rj.started_at, "expected_runtime_h": rj.expected_runtime_h,
+                "max_runtime_h": rj.max_runtime_h, "speeds": rj.speeds, "workload": rj.workload,
+                "attained_gpu_h": rj.attained_gpu_h, "tasks": list(tasks.values())})
+        except ValueError:
+            continue  # a shape no pending job could have: check_migration says why
+    return out
 
 
 def max_runtime(request: PlacementRequest, job: Job | RunningJob) -> float | None:

@@ -249,7 +249,7 @@ def check_reclaim_risk_term(ctx: Context) -> list[Expected] | None:
     pools = {p.name: p for p in ctx.request.cluster.pools}
     weight = ctx.request.policy.weights.cost
     low, high = Tally(), Tally()
-    for r in ctx.resolved:
+    for r in ctx.new_work():
         pool = pools.get(r.node.pool) if r.node.pool else None
         if pool is None or pool.capacity_type != "spot" or not pool.reclaim_rate_per_h:
             continue
@@ -302,7 +302,7 @@ def _compute_bounds(ctx: Context, classes: dict[int, float] | None,
     exact = Tally()
     low = high = 0.0
     loose = 0
-    for r in ctx.resolved:
+    for r in ctx.new_work():
         g = assigned_gpus(r)
         full = price(r.node) * g * _runtime(r.job) / pace(ctx, r.job, r.node)
         if r.job.deferrable and ctx.request.in_peak:

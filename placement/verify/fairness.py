@@ -49,7 +49,7 @@ def check_aging_term(ctx: Context) -> list[Expected] | None:
     if values is None or tiers(ctx) is None:
         return None
     total = Tally()
-    for r in ctx.resolved:
+    for r in ctx.new_work():
         total.add(values[r.job.name, r.task.name] * waited_days(ctx, r.job.submitted_at), 1, weight)
     return [total.expected()]
 
@@ -113,10 +113,14 @@ def segment_choices(entitlement: float, per_quantum: float) -> list[list[int]]:
 def may_hold_segments(ctx: Context, team: str) -> bool:
     """May the planner's model have given `team` fair-share segments though the plan places none of its pods?
     It gives them to every team with a variable: a pending GPU task with a candidate node, or a running job it
-    may evict; the verifier cannot tell which pending jobs kept a candidate (screened, interchangeable ones)."""
+    may evict or move (policy.migration: one with a speed table); the verifier cannot tell which pending jobs
+    kept a candidate (screened, interchangeable ones)."""
+    running = ctx.request.cluster.running
     return any(j.team == team and any(t.gpus > 0 or t.mig_profile is not None or t.gpu_share is not None
                                       for t in j.tasks) for j in ctx.request.jobs) or (
-        ctx.request.may_preempt and any(rj.team == team and rj.preemptible for rj in ctx.request.cluster.running))
+        ctx.request.may_preempt and any(rj.team == team and rj.preemptible for rj in running)) or (
+        ctx.request.policy.migration and any(rj.team == team and rj.preemptible and table_of(ctx, rj) is not None
+                                             for rj in running))
 
 
 def team_work(ctx: Context) -> dict[str, int]:

@@ -24,6 +24,7 @@ from placement.verify import (
     fairness,
     fragmentation,
     mig,
+    migration,
     nominal,
     preemption,
     priority,
@@ -41,6 +42,7 @@ Checker = Callable[[Context], "list[Expected] | None"]
 #: Term name -> its checker, in the order the compiler's modules add them.
 TERMS: dict[str, Checker] = {
     "priority": priority.check_priority_term,
+    "migration": migration.check_migration_term,
     "fragmentation": fragmentation.check_fragmentation_term,
     "quota": nominal.check_quota_term,
     "fairness": fairness.check_fairness_term,

@@ -10,7 +10,7 @@ job with a pod on its nodes (`for_job`) under a rule of policy.preemption (`rule
   at most `max_priority_threshold`.
 
 A job that ran past its max_runtime_h may instead be evicted with rule `max_runtime` (policy.overdue `evict`),
-for no job in particular.
+for no job in particular; a job moving to faster GPUs has rule `migrate` (placement.verify.migration).
 """
 
 from __future__ import annotations
@@ -47,6 +47,8 @@ def check_preemption(ctx: Context) -> list[str]:
         seen.add(p.job)
         if not p.reason.strip():
             out.append(f"preemption: {where} has an empty reason")
+        if p.rule == "migrate":
+            continue  # a move: placed again as itself (placement.verify.migration)
         if p.job in placed:
             out.append(f"preemption: job {p.job} is preempted and placed again in the same plan")
         if p.rule == "max_runtime":
@@ -173,7 +175,7 @@ def check_preemption_term(ctx: Context) -> list[Expected] | None:
     nothing) of its eviction cost, derived as the planner does (placement.compile.preemption's ladder) over the
     running jobs some weighed pending job may preempt (`preemptable`), each cost in whole model units (at least
     one). Once per job set the class weights may have been derived over (placement.verify.priority)."""
-    victims = {p.job for p in ctx.plan.preemptions if p.rule != "max_runtime"} & ctx.running_jobs
+    victims = {p.job for p in ctx.plan.preemptions if p.rule not in ("max_runtime", "migrate")} & ctx.running_jobs
     if not victims:
         return [Expected.exact(0.0)]
     found = tiers(ctx)

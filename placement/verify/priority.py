@@ -209,7 +209,7 @@ def check_priority_term(ctx: Context) -> list[Expected] | None:
     out = []
     for tier in found:
         total = Tally()
-        for r in ctx.resolved:
+        for r in ctx.new_work():
             total.add(tier.weights.get(r.job.priority, 0.0) * values[r.job.name, r.task.name], 1, weight)
         out.append(total.expected())
     return out

@@ -20,7 +20,7 @@ def check_stability_term(ctx: Context) -> list[Expected] | None:
     if previous is None or weight == 0:
         return [Expected.exact(0.0)]
     before = Counter((a.job, a.task, a.node) for a in previous.assignments)
-    now = Counter((r.job.name, r.task.name, r.node.name) for r in ctx.resolved if not r.right_sized)
+    now = Counter((r.job.name, r.task.name, r.node.name) for r in ctx.new_work() if not r.right_sized)
     gpus = {(job.name, task.name): task.gpus for job in ctx.request.jobs for task in job.tasks}
     kept = {key: min(k, before.get(key, 0)) for key, k in now.items()}
     total = Tally()

@@ -47,7 +47,7 @@ def check_strict(ctx: Context) -> list[str]:
     request, plan = ctx.request, ctx.plan
     if request.policy.priority_mode != "strict" or plan.status != "optimal" or check_objective(ctx):
         return []  # a plan whose own objective does not add up is reported by the objective rule
-    placed = {r.job.name: r.job for r in ctx.resolved}
+    placed = {r.job.name: r.job for r in ctx.new_work()}
     if not placed:
         return []
     lowest = min(job.priority for job in placed.values())

@@ -25,7 +25,7 @@ def check_turnaround_term(ctx: Context) -> list[Expected] | None:
     weight = ctx.request.policy.weights.turnaround
     placed: dict[str, Job] = {}
     slowest: dict[str, float] = {}
-    for r in ctx.resolved:
+    for r in ctx.new_work():
         placed[r.job.name] = r.job
         if r.task.gpus > 0 or r.task.gpu_share is not None or r.task.mig_profile is not None:
             slowest[r.job.name] = min(slowest.get(r.job.name, float("inf")), pace(ctx, r.job, r.node))

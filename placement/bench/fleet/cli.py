@@ -55,10 +55,11 @@ def _agnostic_las(fleet: Fleet, opt: Options) -> SchedulerPolicy:
                      preset="las")
 
 
-def _ours_las(fleet: Fleet, opt: Options) -> SchedulerPolicy:
+def _ours_completion(fleet: Fleet, opt: Options) -> SchedulerPolicy:
     from placement.bench.fleet.optimizer import FleetOurs
 
-    return FleetOurs(fleet, speeds=True, name="ours-las", time_limit_s=opt.time_limit_s, seed=opt.seed, preset="las")
+    return FleetOurs(fleet, speeds=True, name="ours-completion", time_limit_s=opt.time_limit_s, seed=opt.seed,
+                     preset="completion")
 
 
 def _gavel(fleet: Fleet, opt: Options) -> SchedulerPolicy:
@@ -72,8 +73,8 @@ POLICIES: dict[str, Callable[[Fleet, Options], SchedulerPolicy]] = {
     "agnostic": _agnostic,
     "gavel": _gavel,
     "ours": _ours,
+    "ours-completion": _ours_completion,
     "agnostic-las": _agnostic_las,
-    "ours-las": _ours_las,
 }
 
 

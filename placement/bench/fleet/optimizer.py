@@ -3,8 +3,9 @@
 Why this exists: the fleet bench compares the same scheduler loop twice, once as a scheduler calls it today
 (nodes carry their real ``gpu_model``, jobs no speeds: heterogeneity-agnostic) and once with each job's speed
 table on the wire (``speeds``: GPU model -> relative throughput, runtime estimates at speed 1.0), so any
-difference between the two rows is what the speeds buy. Everything else, the preset (auto), the time limit,
-previous plans, estimates and attained service, is the cycles bench's request unchanged.
+difference between the two rows is what the speeds buy. Everything else, the preset (auto: `completion`
+without speeds, `las` with moves where jobs declare them), the time limit, previous plans, estimates and
+attained service, is the cycles bench's request unchanged; running jobs are preemptible, as Gavel's are.
 
 Both rows also send what a scheduler knows whether or not it knows speeds: a job that cannot run on a model
 (a 0 in Gavel's table) asks for more GPU memory than that model has (``Task.gpu_memory_gib``), so no policy
@@ -35,8 +36,11 @@ class FleetOurs(Ours):
     """``Ours`` whose nodes carry the fleet's GPU models and, with ``speeds=True``, whose jobs carry speed tables."""
 
     def __init__(self, fleet: Fleet, speeds: bool, name: str, time_limit_s: float = 1.0, seed: int = 0,
-                 preset: str = "auto") -> None:
-        super().__init__(time_limit_s=time_limit_s, seed=seed, preset=preset, name=name)
+                 preset: str = "auto", policy: dict[str, Any] | None = None) -> None:
+        super().__init__(time_limit_s=time_limit_s, seed=seed, preset=preset, name=name, policy=policy)
+        self.policy.setdefault("deterministic", True)  # the same run gives the same table
+        if speeds and preset == "auto":  # auto is `las` where jobs declare speeds: its classes move every cycle
+            self.every_cycle = True
         self.fleet = fleet
         self.send_speeds = speeds
 
@@ -53,8 +57,16 @@ class FleetOurs(Ours):
                     task["gpu_memory_gib"] = need
             if self.send_speeds and job.speeds is not None:
                 wire["speeds"] = wire_speeds(job, models)
+        for wire in req["cluster"]["running"]:
+            wire["preemptible"] = True  # Gavel's jobs checkpoint every round and may stop at any round's end
         if self.send_speeds:
             for wire, r in zip(req["cluster"]["running"], running, strict=True):
                 if r.job.speeds is not None:
                     wire["speeds"] = wire_speeds(r.job, models)
         return req
+
+    def moves(self, running: list[Running]) -> bool:
+        """With policy.migration (running jobs move to faster GPUs; the `las` preset's), plan even with nothing
+        queued, when some running job has a speed table."""
+        migration = self.policy.get("migration", self.preset == "las" or (self.preset == "auto" and self.send_speeds))
+        return self.send_speeds and bool(migration) and any(r.job.speeds is not None for r in running)
