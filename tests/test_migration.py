@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from placement_models import Plan
 
 from placement.api import plan as solve
@@ -102,3 +104,58 @@ def test_no_move_onto_spot() -> None:
     req["cluster"]["pools"] = [{"name": "spot", "capacity_type": "spot", "gpu_hour_price": 1.0}]
     req["cluster"]["nodes"][0]["pool"] = "spot"
     assert solve(req).preemptions == []
+
+
+_MODELS = ("V100", "P100", "K80")
+
+
+@st.composite
+def _fleets(draw: st.DrawFn) -> dict[str, Any]:
+    """A small mixed fleet, running jobs with speed tables on it (some checkpointed, some not preemptible, some
+    too young to move), a queue of jobs with and without tables, teams or none."""
+    nodes = [_node(f"n{i}", draw(st.sampled_from(_MODELS))) for i in range(draw(st.integers(2, 5)))]
+    free = {n["name"]: list(range(4)) for n in nodes}
+    running = []
+    for i in range(draw(st.integers(0, 5))):
+        node = draw(st.sampled_from(nodes))["name"]
+        want = draw(st.integers(1, 4))
+        if len(free[node]) < want:
+            continue
+        gpus, free[node] = free[node][:want], free[node][want:]
+        table = {m: draw(st.sampled_from([0.1, 0.3, 0.6, 1.0])) for m in _MODELS}
+        running.append({"job": f"r{i}", "preemptible": draw(st.sampled_from([True, True, False])),
+                        "started_at": "2026-01-09T12:00:00Z", "speeds": table,
+                        "checkpointed_at": draw(st.sampled_from([None, "2026-01-09T23:00:00Z"])),
+                        "pods": [{"task": "w", "node": node, "gpus": gpus}]})
+    jobs = [{"name": f"j{i}", "submitted_at": "2026-01-09T20:00:00Z", "priority": draw(st.integers(0, 1)),
+             "tasks": [{"name": "w", "gpus": draw(st.integers(1, 4)), "replicas": draw(st.integers(1, 2))}],
+             **({"speeds": {m: draw(st.sampled_from([0.2, 0.5, 1.0])) for m in _MODELS}} if draw(st.booleans())
+                else {})}
+            for i in range(draw(st.integers(0, 4)))]
+    teams = [{"name": t, "weight": w} for t, w in (("a", 1.0), ("b", 2.0))] if draw(st.booleans()) else []
+    for job in [*running, *jobs]:
+        if teams:
+            job["team"] = draw(st.sampled_from(["a", "b"]))
+    return {"cluster": {"nodes": nodes, "running": running}, "jobs": jobs, "teams": teams,
+            "policy": {"now": NOW, "deterministic": True, "time_limit_s": 5, "migration": True,
+                       "fair_share": draw(st.sampled_from(["gpus", "work"])), "preemption": draw(st.booleans()),
+                       "min_runtime_s": draw(st.sampled_from([0, 3600, 86400])),
+                       "preset": draw(st.sampled_from(["auto", "one-shot", "las"])),
+                       "weights": {"throughput": draw(st.sampled_from([1.0, 2.0])),
+                                   "migration": draw(st.sampled_from([0.0, 0.1, 0.5]))}}}
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(_fleets())
+def test_every_move_is_verified_whole_and_faster(data: dict[str, Any]) -> None:
+    plan = solve(data)  # the library runs the verifier on every plan it returns
+    assert verify(data, plan) == []
+    running = {r["job"]: r for r in data["cluster"]["running"]}
+    models = {n["name"]: n["gpu_model"] for n in data["cluster"]["nodes"]}
+    for move in (p for p in plan.preemptions if p.rule == "migrate"):
+        old = running[move.job]
+        pods = [a for a in plan.assignments if a.job == move.job]
+        assert sorted(len(a.gpus) for a in pods) == sorted(len(p["gpus"]) for p in old["pods"])
+        before = min(old["speeds"][models[p["node"]]] for p in old["pods"])
+        assert min(old["speeds"][models[a.node]] for a in pods) > before
+    assert not {a.job for a in plan.assignments} & {p.job for p in plan.preemptions if p.rule != "migrate"}
