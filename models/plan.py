@@ -37,8 +37,8 @@ class Assignment(PlanModel):
 
 
 #: the rule of policy.preemption that allows a preemption, or `max_runtime`: the job ran past its max_runtime_h and
-#: policy.overdue is `evict` (then `for_job` is empty), or `migrate`: policy.migration moves the job to GPUs where it
-#: runs faster (`for_job` is the job itself, whose new pods are among the plan's assignments)
+#: policy.overdue is `evict` (then `for_job` is empty), or `migrate`: policy.migration moves the job to other GPUs
+#: (`for_job` is the job itself, whose new pods are among the plan's assignments)
 PreemptionRule = Literal["within_team", "reclaim_within_cohort", "borrow_within_cohort", "max_runtime", "migrate"]
 
 

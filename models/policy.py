@@ -298,10 +298,11 @@ class Policy(Strict):
     #: its job's speed there over the job's best in the cluster (jobs' `speeds`), Gavel's max-min fairness over
     #: normalised throughput: a team whose work runs on slow GPUs holds less and is served first
     fair_share: Literal["gpus", "work"] = "gpus"
-    #: move preemptible running jobs with a speed table (`speeds`, `workload`) to GPUs where they run faster, evicted
-    #: and placed again in one plan (rule `migrate`), when weights.throughput × the speed they gain outweighs
-    #: weights.migration (Gavel's migrations between GPU types). The `las` preset turns it on; the `completion`
-    #: preset does not: without LAS's preemptions it moved a few jobs a run on the fleet bench, -1 % to +7.5 %
+    #: move preemptible running jobs with a speed table (`speeds`, `workload`) to other GPUs, evicted and placed
+    #: again in one plan (rule `migrate`): to faster ones when weights.throughput × the speed they gain outweighs
+    #: weights.migration, or to ones that keep 3/4 of their speed when that frees faster GPUs for a job that gains
+    #: more (Gavel's migrations between GPU types). The `las` preset turns it on; `completion` does not
+
     migration: bool = False
     relative_gap_limit: float = Field(0.0, ge=0, le=1)
     weights: Weights = Field(default_factory=Weights)

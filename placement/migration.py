@@ -1,19 +1,23 @@
-"""Migration: a running job may move to GPUs where it runs faster, evicted and placed again in one plan.
+"""Migration: a running job may move to other GPUs, evicted and placed again in one plan.
 
 On a mixed fleet a job started on slow GPUs, because nothing faster was free, keeps them for its whole run
-unless it moves; Gavel's lead over a scheduler that never moves jobs comes from moving them between GPU types
-as faster ones free. With `policy.migration`, every running job that could move gets a *twin*: a pending job
-of the same name, team, priority, speed table and shape (one task per task of its pods, each pod's GPUs, CPU
-and memory), whose candidate nodes are only those where the job runs faster than on its slowest GPU now. The
-model places the twin exactly when it evicts the job (compile/migration.py), so a move is a preemption with
-rule `migrate` plus the job's new pods among the plan's assignments; a twin left unplaced is no pending job.
+unless it moves; and a job that runs almost as fast on a P100 may hold V100s another job needs three times
+more. Gavel's lead over a scheduler that never moves jobs comes from moving them between GPU types every
+round. With `policy.migration`, every running job that could move gets a *twin*: a pending job of the same
+name, team, priority, speed table and shape (one task per task of its pods, each pod's GPUs, CPU and memory),
+whose candidate nodes are those where the job keeps at least 1 − `MAX_SLOWDOWN` of its speed on its slowest
+GPU now: faster GPUs, or slightly slower ones when that frees faster GPUs for a job that gains more (a swap;
+the objective decides, compile/migration.py). The model places the twin exactly when it evicts the job, so a
+move is a preemption with rule `migrate` plus the job's new pods among the plan's assignments; a twin left
+unplaced is no pending job.
 
 A running job can move when it is `preemptible`, has run `policy.min_runtime_s`, has a speed table (`speeds` or
-`workload`), and every pod holds whole GPUs (a MIG instance or a shared GPU is not moved); its pods of one
-task must hold as many GPUs each (the twin's task is one shape); and no team or cohort declares a quota (a move
-between quota scopes changes what a team borrows, not modelled yet). Twins carry no selectors or tolerations the
-running job does not state on the wire, and never go to spot nodes: they go only to GPU models its own table
-names faster.
+`workload`) that differs over the cluster's GPU models (on one model nothing moves), and every pod holds whole
+GPUs (a MIG instance or a shared GPU is not moved); its pods of one task must hold as many GPUs each (the twin's
+task is one shape); and no team or cohort declares a quota (a move between quota scopes changes what a team
+borrows, not modelled yet). Twins carry no selectors or tolerations the running job does not state on the wire,
+and never go to spot nodes; the slowdown bound keeps a job off GPU models it can barely run on (a running job
+states no GPU memory need).
 """
 
 from __future__ import annotations
@@ -23,7 +27,12 @@ from collections.abc import Iterable
 import numpy as np
 from placement_models import Job, PlacementRequest, RunningJob
 
+from placement import catalog
 from placement.speeds import Speeds, speed
+
+#: A move may slow a job by at most this share of its speed now: enough for a swap (a job that loses little on a
+#: P100 leaves its V100s to one that gains much), not for a move onto GPUs the job can barely run on
+MAX_SLOWDOWN = 0.25
 
 
 def movable(request: PlacementRequest, rj: RunningJob) -> bool:
@@ -33,6 +42,8 @@ def movable(request: PlacementRequest, rj: RunningJob) -> bool:
         return False
     if any(t.quota is not None for t in request.teams) or any(c.quota is not None for c in request.cohorts):
         return False  # quotas: a move between scopes changes what a team borrows; not modelled yet
+    if not _speed_differs(request, rj):
+        return False
     if policy.min_runtime_s > 0:
         if rj.started_at is None:
             return False
@@ -46,6 +57,27 @@ def movable(request: PlacementRequest, rj: RunningJob) -> bool:
         if shapes.setdefault(pod.task, shape) != shape:
             return False
     return True
+
+
+def _canonical(model: str | None) -> str | None:
+    found = catalog.lookup(model) if model is not None else None
+    return found.name if found is not None else model
+
+
+def _speed_differs(request: PlacementRequest, rj: RunningJob) -> bool:
+    """Does rj's table give it different speeds on the GPU models of the cluster's GPU nodes (and of those its
+    pools may add)? On one model (or
+    where its table says it runs alike everywhere) nothing is gained by moving it, and it does not move."""
+    table = rj.speeds
+    if table is None:
+        table = next((w.speeds for w in request.workloads if w.name == rj.workload), None)
+    if table is None:
+        return False
+    named = {_canonical(m): v for m, v in table.items()}
+    models = {_canonical(n.gpu_model) for n in request.cluster.nodes if n.gpus > 0}
+    models |= {_canonical(p.provisionable.node.gpu_model) for p in request.cluster.pools
+               if p.provisionable is not None and p.provisionable.max_nodes > 0 and p.provisionable.node.gpus > 0}
+    return len({named.get(m, 1.0) if m is not None else 1.0 for m in models}) > 1
 
 
 def twin(rj: RunningJob) -> Job:
@@ -89,8 +121,9 @@ def without_twins(names: Iterable[str], request: PlacementRequest) -> list[str]:
     return [n for n in names if n not in running]
 
 
-def no_faster(speeds: Speeds, r: int, models: list[str | None], capacity: np.ndarray) -> np.ndarray:
-    """Per node: would running job r run there no faster than on its slowest GPU now (or has it no GPUs)? Its
+def too_slow(speeds: Speeds, r: int, models: list[str | None], capacity: np.ndarray) -> np.ndarray:
+    """Per node: would running job r lose more than MAX_SLOWDOWN of its speed now there (or has it no GPUs)? Its
     twin's pods go only to the other nodes."""
     table, pace = speeds.running[r], speeds.running_pace[r]
-    return np.array([capacity[n, 0] == 0 or speed(table, m) <= pace + 1e-9 for n, m in enumerate(models)], dtype=bool)
+    floor = pace * (1.0 - MAX_SLOWDOWN) - 1e-9
+    return np.array([capacity[n, 0] == 0 or speed(table, m) < floor for n, m in enumerate(models)], dtype=bool)

@@ -370,7 +370,7 @@ def build(request: PlacementRequest) -> Problem:
     shapes: dict[tuple[object, ...], TaskInfo] = {}
     for j, job in enumerate(request.jobs):
         ids = []
-        slower = migration.no_faster(speeds, twins[j], models, capacity) if j in twins else None
+        slower = migration.too_slow(speeds, twins[j], models, capacity) if j in twins else None
         for spec in job.tasks:
             key = (*_signature(spec), job.spot_ok, j if j in twins else -1)
             shape = shapes.get(key)

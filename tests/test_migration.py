@@ -89,8 +89,10 @@ def test_the_verifier_checks_a_move() -> None:
     plan = solve(req)
     off = {**req, "policy": {**req["policy"], "migration": False}}
     assert any(v.startswith("migration: job lm moves but policy.migration is off") for v in verify(off, plan))
+    on_v100 = _request()
+    on_v100["cluster"]["running"][0]["pods"][0]["node"] = "v0"
     slow = plan.model_copy(update={"assignments": [a.model_copy(update={"node": "k0"}) for a in plan.assignments]})
-    assert any("no faster" in v for v in verify(req, slow))
+    assert any("moves from speed 1 to 0.25, less than 0.75 of it" in v for v in verify(on_v100, slow))
     gone = plan.model_copy(update={"assignments": []})
     assert any("is not placed again" in v for v in verify(req, gone))
     wrong = plan.model_copy(update={"objective": plan.objective.model_copy(
@@ -147,7 +149,7 @@ def _fleets(draw: st.DrawFn) -> dict[str, Any]:
 
 @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(_fleets())
-def test_every_move_is_verified_whole_and_faster(data: dict[str, Any]) -> None:
+def test_every_move_is_verified_whole_and_keeps_three_quarters_of_its_speed(data: dict[str, Any]) -> None:
     plan = solve(data)  # the library runs the verifier on every plan it returns
     assert verify(data, plan) == []
     running = {r["job"]: r for r in data["cluster"]["running"]}
@@ -157,5 +159,5 @@ def test_every_move_is_verified_whole_and_faster(data: dict[str, Any]) -> None:
         pods = [a for a in plan.assignments if a.job == move.job]
         assert sorted(len(a.gpus) for a in pods) == sorted(len(p["gpus"]) for p in old["pods"])
         before = min(old["speeds"][models[p["node"]]] for p in old["pods"])
-        assert min(old["speeds"][models[a.node]] for a in pods) > before
+        assert min(old["speeds"][models[a.node]] for a in pods) >= 0.75 * before - 1e-9
     assert not {a.job for a in plan.assignments} & {p.job for p in plan.preemptions if p.rule != "migrate"}

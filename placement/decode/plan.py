@@ -153,7 +153,7 @@ def _move(problem: Problem, r: int, j: int, placement: Placement) -> Preemption:
     models = sorted({str(problem.gpu_models[n]) for (t, n), k in placement.counts.items()
                      if k and problem.tasks[t].job == j})
     return Preemption(job=name, for_job=name, rule="migrate",
-                      reason=f"moves to faster GPUs ({', '.join(models)}): speed {now:.3g} -> {after:.3g}")
+                      reason=f"moves to {', '.join(models)}: speed {now:.3g} -> {after:.3g}")
 
 
 def _with_screened(problem: Problem, pending: list[Pending]) -> list[Pending]:

@@ -1,12 +1,15 @@
 """Migration, checked: a running job the plan moves (a preemption with rule `migrate`) is placed again, whole, as
-itself, on GPUs where it runs faster, and the `migration` term is what the moves are worth.
+itself, on GPUs where it keeps at least three quarters of its speed, and the `migration` term is what the moves
+are worth.
 
 A move is allowed when `policy.migration` is on, the job is `preemptible`, has run `policy.min_runtime_s`, has a
-speed table (its `speeds`, else its `workload`'s), every pod holds whole GPUs (pods of one task as many each), no
-team or cohort declares a quota, and `for_job` names the job itself. The plan's assignments place it again as a
-pending job of its own shape: one task per task of its pods, as many pods, each with the GPUs, CPU and memory its
-pod holds now, its team, priority and table (`Context.moved`; every other rule checks those pods as any pending job's,
-and no pod of a moved job goes to a spot node). Its slowest GPU after the move is faster than before.
+speed table (its `speeds`, else its `workload`'s) giving it different speeds over the cluster's GPU models,
+every pod holds whole GPUs (pods of one task as many each), no team or cohort declares a quota, and `for_job`
+names the job itself. The plan's assignments place it again as a pending job of its own shape: one task per task
+of its pods, as many pods, each with the GPUs, CPU and memory its pod holds now, its team, priority and table
+(`Context.moved`; every other rule checks those pods as any pending job's, and no pod of a moved job goes to a
+spot node). Its speed on its slowest GPU after the move is at least `KEPT_SPEED` of its speed before
+(placement.migration's bound on a slowdown, written again here).
 
 Term `migration`, per move: weights.throughput × G × (1 − s_now / s_best) − weights.migration × (G + lost), G
 the job's GPUs, s_now its speed on its slowest GPU node now, s_best its best over the GPU models of the
@@ -20,6 +23,9 @@ from placement_models import RunningJob
 
 from placement.verify.context import Context, Expected, Tally
 from placement.verify.speeds import best, gpu_models, pace, running_speed, table_of
+
+#: The least share of its speed a moved job keeps on its slowest GPU
+KEPT_SPEED = 0.75
 
 
 def check_migration(ctx: Context) -> list[str]:
@@ -48,8 +54,9 @@ def check_migration(ctx: Context) -> list[str]:
             out.append(f"migration: job {rj.job} moves onto a spot node")
         after = min(pace(ctx, r.job, r.node) for r in pods if r.task.gpus > 0)
         before = running_speed(ctx, rj)
-        if after <= before + 1e-9:
-            out.append(f"migration: job {rj.job} moves from speed {before:g} to {after:g}, no faster")
+        if after < before * KEPT_SPEED - 1e-9:
+            out.append(f"migration: job {rj.job} moves from speed {before:g} to {after:g}, less than "
+                       f"{KEPT_SPEED:g} of it")
     return out
 
 
@@ -59,8 +66,11 @@ def _not_movable(ctx: Context, rj: RunningJob) -> str | None:
         return "policy.migration is off"
     if not rj.preemptible:
         return "it is not preemptible"
-    if table_of(ctx, rj) is None:
+    table = table_of(ctx, rj)
+    if table is None:
         return "it has no speed table (speeds, workload)"
+    if len({table.get(m, 1.0) if m is not None else 1.0 for m in gpu_models(ctx)}) < 2:
+        return "its table gives it one speed on every GPU model of the cluster"
     if any(t.quota is not None for t in ctx.request.teams) or any(c.quota is not None for c in ctx.request.cohorts):
         return "teams or cohorts declare quotas"
     if policy.min_runtime_s > 0:
