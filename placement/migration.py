@@ -22,8 +22,6 @@ states no GPU memory need).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import numpy as np
 from placement_models import Job, PlacementRequest, RunningJob
 
@@ -66,8 +64,7 @@ def _canonical(model: str | None) -> str | None:
 
 def _speed_differs(request: PlacementRequest, rj: RunningJob) -> bool:
     """Does rj's table give it different speeds on the GPU models of the cluster's GPU nodes (and of those its
-    pools may add)? On one model (or
-    where its table says it runs alike everywhere) nothing is gained by moving it, and it does not move."""
+    pools may add)? On one model, or where its table says it runs alike everywhere, a move gains nothing."""
     table = rj.speeds
     if table is None:
         table = next((w.speeds for w in request.workloads if w.name == rj.workload), None)
@@ -100,7 +97,13 @@ def with_twins(request: PlacementRequest) -> PlacementRequest:
     none could). Twins are named as their running jobs: `twins` tells them apart."""
     if not request.policy.migration:
         return request
-    found = [twin(rj) for rj in request.cluster.running if movable(request, rj)]
+    found = []
+    for rj in request.cluster.running:
+        if movable(request, rj):
+            try:
+                found.append(twin(rj))
+            except ValueError:
+                continue  # pods no pending job's shape could hold (the wire bounds them apart): it stays put
     if not found:
         return request
     return request.model_copy(update={"jobs": [*request.jobs, *found]})
@@ -113,12 +116,6 @@ def twins(request: PlacementRequest) -> dict[int, int]:
         return {}
     running = {rj.job: r for r, rj in enumerate(request.cluster.running)}
     return {j: running[job.name] for j, job in enumerate(request.jobs) if job.name in running}
-
-
-def without_twins(names: Iterable[str], request: PlacementRequest) -> list[str]:
-    """The names that are not running jobs' (twins answer to their running job's name)."""
-    running = {rj.job for rj in request.cluster.running}
-    return [n for n in names if n not in running]
 
 
 def too_slow(speeds: Speeds, r: int, models: list[str | None], capacity: np.ndarray) -> np.ndarray:

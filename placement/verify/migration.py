@@ -52,8 +52,8 @@ def check_migration(ctx: Context) -> list[str]:
             continue
         if any(r.node.pool in spot for r in pods):
             out.append(f"migration: job {rj.job} moves onto a spot node")
-        after = min(pace(ctx, r.job, r.node) for r in pods if r.task.gpus > 0)
         before = running_speed(ctx, rj)
+        after = min((pace(ctx, r.job, r.node) for r in pods if r.task.gpus > 0), default=before)
         if after < before * KEPT_SPEED - 1e-9:
             out.append(f"migration: job {rj.job} moves from speed {before:g} to {after:g}, less than "
                        f"{KEPT_SPEED:g} of it")
