@@ -7,6 +7,8 @@ verified; random small clusters are checked with hypothesis."""
 from __future__ import annotations
 
 import copy
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -249,3 +251,13 @@ def test_random_shared_mig_requests_give_verified_plans(req: dict[str, Any]) -> 
     base = greedy(problem)
     for (t, n), picks in base.instance_shares.items():
         assert len(picks) == base.counts[t, n]
+
+
+def test_a_job_no_plan_could_place_does_not_set_the_charge_for_breaking_a_node() -> None:
+    # j0's gang of four shared 2g instances cannot fit the one-GPU node, so the planner drops it before the model;
+    # breaking the whole free node for j1's 1g pod is charged from j1's value alone, as the verifier now derives
+    # it (it once counted j0's smaller share as a pod that could go there, and expected no charge).
+    data = json.loads((Path(__file__).parent / "data" / "mig_break_screened_job.json").read_text())
+    out = plan(data)
+    assert [a.job for a in out.assignments] == ["j1"] and out.objective.terms["fragmentation"] < 0
+    assert verify(data, out) == []

@@ -41,11 +41,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from placement import pricing
-from placement.compile import alignment
+from placement.compile import alignment, nominal
 from placement.compile.context import SCALE
 from placement.compile.fairness import waited_days
 from placement.compile.priority import pod_value
-from placement.compile.terms import AGING, TURNAROUND
+from placement.compile.terms import AGING, QUOTA, TURNAROUND
 from placement.compile.waiting import shortness
 from placement.problem import Problem, Slot
 from placement.rightsize import gang_minimums, pairs
@@ -161,6 +161,11 @@ def in_arrival_order(problem: Problem, placement: Placement, terms: dict[str, fl
             changed[name] = changed.get(name, 0.0) + (value - _own_terms(problem, j)[name]) / SCALE
     if alignment.NAME in changed:  # where a job's pods cost differs by node and job: the moved plan's own value
         changed[alignment.NAME] = alignment.value(problem, out.counts)
+    if QUOTA in changed:  # an earlier job may come before others of its team in admission order, and count less
+        before, after = nominal.value(problem, placement), nominal.value(problem, out)
+        if after < before - 1e-9:
+            return placement, terms
+        changed[QUOTA] = terms[QUOTA] + after - before
     return out, changed
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from ortools.sat.python import cp_model
 
-from placement.compile.context import ModelContext
+from placement.compile.context import SCALE, ModelContext
 from placement.compile.priority import nominal_bonus, with_nominal
 from placement.compile.quota import bounds, quantum
 from placement.compile.terms import QUOTA
@@ -76,12 +76,16 @@ def apply(ctx: ModelContext) -> None:
         top_bonus = max(bonus[problem.jobs[j].priority] for j in by_team[team])
         ctx.objective.cap(QUOTA, top_bonus * weight * most / MILLI)
     shares: list[tuple[int, int, int, cp_model.IntVar]] = []  # (scope, team, job, c)
+    fits: dict[int, list[cp_model.IntVar]] = {}  # job -> per scope it may touch: it fits there in admission order
+    # (steps of one team's admission order on one scope, the room's constant, its eviction variables, what each frees)
+    orders: list[tuple[list[tuple[int, cp_model.IntVar, cp_model.IntVar]], int, list[cp_model.IntVar], list[int]]] = []
     for s, scope in enumerate(index.scopes):
         running = _running(ctx, scope.mask)
         for team in asked:
             jobs = by_team[team]
             terms: list[cp_model.IntVar] = []
             weights: list[int] = []
+            taken: dict[int, cp_model.LinearExprT] = {}  # job -> what it takes of the room when counted
             for j in jobs:
                 variables, coefs = _on(uses[j], scope.mask)
                 if not variables:
@@ -89,6 +93,7 @@ def apply(ctx: ModelContext) -> None:
                 if candidates[j] is not None and _inside(ctx, j, scope.mask):
                     terms.append(within[j])  # rigid and only on this scope's nodes: its whole GPUs, a knapsack row
                     weights.append(int(candidates[j] or 0))
+                    taken[j] = int(candidates[j] or 0) * within[j]
                     continue
                 most = sum(c * bounds(v)[1] for v, c in zip(variables, coefs, strict=True))
                 share = ctx.model.new_int_var(0, most, f"within_share[{s},{j}]")
@@ -96,6 +101,7 @@ def apply(ctx: ModelContext) -> None:
                 terms.append(share)
                 weights.append(1)
                 shares.append((s, team, j, share))
+                taken[j] = share
             if not terms:
                 continue
             run_vars, run_coefs, held = running[team]
@@ -106,6 +112,11 @@ def apply(ctx: ModelContext) -> None:
             room = max(0, int(scope.nominal[team]) - held)
             ctx.model.add(cp_model.LinearExpr.weighted_sum(terms, weights)
                           <= cp_model.LinearExpr.weighted_sum(run_vars, freed) + room)
+            steps = _admission_order(ctx, s, taken, uses, scope.mask, fits,
+                                     cp_model.LinearExpr.weighted_sum(run_vars, freed) + room, room + sum(freed))
+            orders.append((steps, room, run_vars, freed))
+    for j, flags in fits.items():  # placed and fitting in every scope it touches, in order: counted
+        ctx.model.add(within[j] >= ctx.placed[j] + cp_model.LinearExpr.sum(flags) - len(flags))
 
     def hint(ctx: ModelContext, placement: Placement, values: dict[int, int]) -> None:
         chosen = counted(ctx.problem, placement, set(within))
@@ -116,8 +127,42 @@ def apply(ctx: ModelContext) -> None:
         per_scope = scope_use(ctx.problem, placement)
         for s, _team, j, share in shares:
             values[share.index] = int(per_scope.get(j, {}).get(s, 0)) if j in chosen else 0
+        for steps, room, run_vars, freed in orders:
+            left = room + sum(f * values.get(v.index, 0) for v, f in zip(run_vars, freed, strict=True))
+            before = 0
+            for j, flag, prefix, s in steps:
+                use = int(per_scope.get(j, {}).get(s, 0))
+                values[flag.index] = int(before + use <= left)
+                before += use if j in chosen else 0
+                values[prefix.index] = before
 
     ctx.on_hint(hint)
+
+
+def _admission_order(ctx: ModelContext, s: int, taken: dict[int, cp_model.LinearExprT],
+                     uses: dict[int, list[tuple[cp_model.IntVar, int, int]]], mask: np.ndarray,
+                     fits: dict[int, list[cp_model.IntVar]], room: cp_model.LinearExprT,
+                     most: int) -> list[tuple[int, cp_model.IntVar, cp_model.IntVar, int]]:
+    """Kueue's admission order on one team's jobs in scope s: highest class first, then the request's order, a
+    job counts within nominal when it fits the room the jobs counted before it leave. The knapsack rows say what
+    counts fits together; these rows say a placed job that fits in order counts: `fits[j]` gets one flag per scope,
+    0 only where the counted jobs before it (`prefix`) and its own use pass the room (`room`, at most `most`).
+    Returns (job, flag, prefix after it, scope) per step, for the hint."""
+    problem = ctx.problem
+    steps: list[tuple[int, cp_model.IntVar, cp_model.IntVar, int]] = []
+    before: cp_model.LinearExprT = 0
+    top = 0
+    for j in sorted(taken, key=lambda j: (-problem.jobs[j].priority, j)):
+        variables, coefs = _on(uses[j], mask)
+        flag = ctx.model.new_bool_var(f"fits_nominal[{s},{j}]")
+        ctx.model.add(before + cp_model.LinearExpr.weighted_sum(variables, coefs) - room >= 1 - (most + 1) * flag)
+        fits.setdefault(j, []).append(flag)
+        top += sum(c * bounds(v)[1] for v, c in zip(variables, coefs, strict=True))
+        prefix = ctx.model.new_int_var(0, top, f"nominal_prefix[{s},{j}]")
+        ctx.model.add(prefix == before + taken[j])
+        steps.append((j, flag, prefix, s))
+        before = prefix
+    return steps
 
 
 def _candidates(problem: Problem, bonus: dict[int, float]) -> dict[int, int | None]:
@@ -228,3 +273,21 @@ def counted(problem: Problem, placement: Placement, jobs: set[int]) -> dict[int,
                 room[s, team] -= milli
             chosen[j] = total[j]
     return chosen
+
+
+def value(problem: Problem, placement: Placement) -> float:
+    """The `quota` term of a placement, as the model scores it: the jobs `counted` in admission order, each at its
+    class's bonus (weight applied) per milli-GPU, a rigid job's whole, an elastic job's in quanta. A job swapped
+    for an interchangeable one (compile/dominance.py) may change places in that order, so its value is read again."""
+    index, weight = problem.teams, problem.request.policy.weights.priority
+    if index is None or not index.scopes or not weight:
+        return 0.0
+    bonus = nominal_bonus(problem)
+    found = _candidates(problem, bonus)
+    step = quantum(problem)
+    total = 0
+    for j, milli in counted(problem, placement, set(found)).items():
+        each = bonus[problem.jobs[j].priority] * weight / MILLI
+        fixed = found[j]
+        total += round(each * fixed * SCALE) if fixed is not None else round(each * step * SCALE) * (milli // step)
+    return total / SCALE

@@ -17,7 +17,8 @@ weights.sharing_change), and nothing below zero. Which pods could go there follo
 candidates: every task with a pod on the node could; another one of that kind could where its selectors,
 taints, spot, its instance on the node's GPU model and the free CPU and memory allow, unless the model was
 trimmed or evictions could add room (placement.verify.candidates), where the charge lies between the ones
-the two sets give. Each flag's coefficient in model units (`Tally`).
+the two sets give. A job the planner screened out (no plan could place it: placement.verify.screen) offers
+nothing; one it may have screened out, maybe. Each flag's coefficient in model units (`Tally`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from placement.verify.candidates import class_of, cpu_units, may_grow, mem_units
 from placement.verify.candidates import whole_free as is_whole_free
 from placement.verify.context import FLOAT_SUM, SUMMED, Context, Expected, Tally
 from placement.verify.priority import mig_fraction_on, pod_values, tiers
+from placement.verify.screen import screened
 
 
 def whole_free_nodes(ctx: Context) -> set[str]:
@@ -87,7 +89,10 @@ def _charges(ctx: Context, node: Node, is_mig: bool, classes: dict[int, float],
     sure: list[float] = []
     maybe: list[float] = []
     here = {(r.job.name, r.task.name) for r in ctx.resolved if r.node.name == node.name}
+    gone, unsure = screened(ctx)  # a job no plan could place is not in the planner's model: it offers nothing
     for job in ctx.request.jobs:
+        if job.name in gone:
+            continue
         for task in job.tasks:
             if not _kind(task, is_mig):
                 continue
@@ -96,6 +101,8 @@ def _charges(ctx: Context, node: Node, is_mig: bool, classes: dict[int, float],
                 sure.append(earns)
                 continue
             found = _may_go(ctx, job, task, node, is_mig)
+            if found and job.name in unsure:
+                found = None
             if found is not False:
                 (sure if found else maybe).append(earns)
 

@@ -23,7 +23,14 @@ from placement.verify.topology import topology_domains
 
 
 def screened(ctx: Context) -> tuple[set[str], set[str]]:
-    """(pending jobs the planner surely screened out, pending jobs it may have): placed jobs stayed."""
+    """(pending jobs the planner surely screened out, pending jobs it may have): placed jobs stayed. Once per
+    check."""
+    if "screened" not in ctx.memo:
+        ctx.memo["screened"] = _screened(ctx)
+    return ctx.memo["screened"]  # type: ignore[no-any-return]
+
+
+def _screened(ctx: Context) -> tuple[set[str], set[str]]:
     placed = {r.job.name for r in ctx.resolved}
     sure: set[str] = set()
     maybe: set[str] = set()
