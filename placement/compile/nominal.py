@@ -97,7 +97,9 @@ def apply(ctx: ModelContext) -> None:
                     continue
                 most = sum(c * bounds(v)[1] for v, c in zip(variables, coefs, strict=True))
                 share = ctx.model.new_int_var(0, most, f"within_share[{s},{j}]")
-                ctx.model.add(share >= cp_model.LinearExpr.weighted_sum(variables, coefs)).only_enforce_if(within[j])
+                # exactly what it takes here when counted, nothing when not: the admission order's prefixes read it
+                ctx.model.add(share == cp_model.LinearExpr.weighted_sum(variables, coefs)).only_enforce_if(within[j])
+                ctx.model.add(share == 0).only_enforce_if(~within[j])
                 terms.append(share)
                 weights.append(1)
                 shares.append((s, team, j, share))
