@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 from functools import cache
-from itertools import product
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -180,22 +179,18 @@ def test_the_screen_drops_only_jobs_no_plan_can_place(req: dict[str, Any]) -> No
 
 def _tiers(req: dict[str, Any], gpus: dict[str, float], pods: dict[str, float]) -> tuple[float, ...]:
     """Strict tiers of a plan (compile/nominal.py, Kueue's admission order): GPUs of the jobs counted within their
-    team's nominal per class, highest first — each team counts the placed jobs that fit its nominal together,
-    whole, the best such set — then every placed GPU-equivalent per class."""
+    team's nominal per class, highest first — each team takes its placed jobs highest class first, then in the
+    request's order, counting each that still fits its nominal, whole — then every placed GPU-equivalent per
+    class."""
     levels = sorted({j.get("priority", 0) for j in req["jobs"]}, reverse=True)
     inside = dict.fromkeys(levels, 0.0)
     for team in req["teams"]:
-        nominal = team["quota"]["gpus"]["nominal"]
+        left = team["quota"]["gpus"]["nominal"]
         mine = [j for j in req["jobs"] if j["team"] == team["name"] and gpus.get(j["name"], 0.0) > 0]
-        best = (0.0,) * len(levels)
-        for chosen in product((False, True), repeat=len(mine)):
-            picked = [j for j, take in zip(mine, chosen, strict=True) if take]
-            if sum(gpus[j["name"]] for j in picked) <= nominal + 1e-9:
-                vector = tuple(sum(gpus[j["name"]] for j in picked if j.get("priority", 0) == level)
-                               for level in levels)
-                best = max(best, vector)
-        for level, value in zip(levels, best, strict=True):
-            inside[level] += value
+        for job in sorted(mine, key=lambda j: -j.get("priority", 0)):  # stable: the request's order within a class
+            if gpus[job["name"]] <= left + 1e-9:
+                left -= gpus[job["name"]]
+                inside[job.get("priority", 0)] += gpus[job["name"]]
     placed = dict.fromkeys(levels, 0.0)
     for job in req["jobs"]:
         placed[job.get("priority", 0)] += pods.get(job["name"], 0.0)
@@ -244,8 +239,6 @@ def test_strict_plans_with_quotas_are_the_best_tier_by_tier(req: dict[str, Any])
     """Kueue's order: workloads within their team's nominal before those that borrow, each by class; the model's
     plan is the brute-force best."""
     plan = placement.plan(req)
-    # the search ends at its model's optimum; the plan may say feasible where the model's quota credit (any set
-    # within nominal) claims more than the plan earns counted highest class first, as the plan reports it
     assert plan.solver.ended in ("optimal", "trimmed_optimal")
     tasks = {(j["name"], t["name"]): t.get("gpus", 0) for j in req["jobs"] for t in j["tasks"]}
     gpus: dict[str, float] = {}
