@@ -8,13 +8,21 @@ the plan counts it as such a workload; the term `quota` values it at the `nomina
 
     within_j ≤ placed_j
     Σ_{j of T} c_{j,s} ≤ max(0, nominal_{T,s} − running_{T,s}) + evicted running_{T,s}   per GPU scope s
-    c_{j,s} ≥ U_{j,s} when within_j                               (U: the job's milli-GPU on s's nodes)
+    c_{j,s} = U_{j,s} when within_j, else 0                       (U: the job's milli-GPU on s's nodes)
 
 so the workloads a team counts within nominal fit it together, whole: a gang that would take its team
-past its nominal borrows, and earns nothing here, however high its class. Strict tiers (within
-nominal by class, then all placed work by class) come from the bonuses' sizes. A rigid job whose pods
-take the same GPUs on every node earns bonus × its GPUs × within_j; an elastic or MIG job earns on
-`credit_j` (quanta of milli-GPU, `quantum`), at most its placed GPUs and nothing unless within_j.
+past its nominal borrows, and earns nothing here, however high its class. Which of them count is Kueue's
+admission order, not the best set: per team and scope, its jobs highest class first, then in the request's
+order, a prefix of what the counted ones take (`_admission_order`), and a placed job that fits what the
+jobs before it leave, in every scope it touches, counts:
+
+    prefix_k = prefix_{k−1} + c_k        prefix_{k−1} + U_k − room ≥ 1 − M·fits_k
+    within_k ≥ placed_k + Σ_s fits_{k,s} − |S_k|
+
+Strict tiers (within nominal by class, then all placed work by class) come from the bonuses' sizes. A
+rigid job whose pods take the same GPUs on every node earns bonus × its GPUs × within_j; an elastic or
+MIG job earns on `credit_j` (quanta of milli-GPU, `quantum`), at most its placed GPUs and nothing unless
+within_j.
 """
 
 from __future__ import annotations
@@ -78,7 +86,8 @@ def apply(ctx: ModelContext) -> None:
     shares: list[tuple[int, int, int, cp_model.IntVar]] = []  # (scope, team, job, c)
     fits: dict[int, list[cp_model.IntVar]] = {}  # job -> per scope it may touch: it fits there in admission order
     # (steps of one team's admission order on one scope, the room's constant, its eviction variables, what each frees)
-    orders: list[tuple[list[tuple[int, cp_model.IntVar, cp_model.IntVar]], int, list[cp_model.IntVar], list[int]]] = []
+    orders: list[tuple[list[tuple[int, cp_model.IntVar, cp_model.IntVar, int]], int, list[cp_model.IntVar],
+                       list[int]]] = []
     for s, scope in enumerate(index.scopes):
         running = _running(ctx, scope.mask)
         for team in asked:
