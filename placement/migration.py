@@ -22,6 +22,8 @@ states no GPU memory need).
 
 from __future__ import annotations
 
+from collections.abc import Set
+
 import numpy as np
 from placement_models import Job, PlacementRequest, RunningJob
 
@@ -33,14 +35,15 @@ from placement.speeds import Speeds, speed
 MAX_SLOWDOWN = 0.25
 
 
-def movable(request: PlacementRequest, rj: RunningJob) -> bool:
-    """Could running job rj move under policy.migration (the module docstring's conditions)?"""
+def movable(request: PlacementRequest, rj: RunningJob, models: Set[str | None]) -> bool:
+    """Could running job rj move under policy.migration (the module docstring's conditions)? `models`: the
+    canonical GPU models of the nodes with GPUs, added ones included."""
     policy = request.policy
     if not policy.migration or not rj.preemptible or not rj.pods or (rj.speeds is None and rj.workload is None):
         return False
     if any(t.quota is not None for t in request.teams) or any(c.quota is not None for c in request.cohorts):
         return False  # quotas: a move between scopes changes what a team borrows; not modelled yet
-    if not _speed_differs(request, rj):
+    if not _speed_differs(request, rj, models):
         return False
     if policy.min_runtime_s > 0:
         if rj.started_at is None:
@@ -57,23 +60,15 @@ def movable(request: PlacementRequest, rj: RunningJob) -> bool:
     return True
 
 
-def _canonical(model: str | None) -> str | None:
-    found = catalog.lookup(model) if model is not None else None
-    return found.name if found is not None else model
-
-
-def _speed_differs(request: PlacementRequest, rj: RunningJob) -> bool:
-    """Does rj's table give it different speeds on the GPU models of the cluster's GPU nodes (and of those its
-    pools may add)? On one model, or where its table says it runs alike everywhere, a move gains nothing."""
+def _speed_differs(request: PlacementRequest, rj: RunningJob, models: Set[str | None]) -> bool:
+    """Does rj's table give it different speeds on these GPU models? On one model, or where its table says it
+    runs alike everywhere, a move gains nothing."""
     table = rj.speeds
     if table is None:
         table = next((w.speeds for w in request.workloads if w.name == rj.workload), None)
     if table is None:
         return False
-    named = {_canonical(m): v for m, v in table.items()}
-    models = {_canonical(n.gpu_model) for n in request.cluster.nodes if n.gpus > 0}
-    models |= {_canonical(p.provisionable.node.gpu_model) for p in request.cluster.pools
-               if p.provisionable is not None and p.provisionable.max_nodes > 0 and p.provisionable.node.gpus > 0}
+    named = {found.name: v for m, v in table.items() if (found := catalog.lookup(m)) is not None}
     return len({named.get(m, 1.0) if m is not None else 1.0 for m in models}) > 1
 
 
@@ -92,14 +87,15 @@ def twin(rj: RunningJob) -> Job:
     })
 
 
-def with_twins(request: PlacementRequest) -> PlacementRequest:
-    """`request` with a twin after its pending jobs for each running job that could move (the same object when
-    none could). Twins are named as their running jobs: `twins` tells them apart."""
+def with_twins(request: PlacementRequest, models: Set[str | None]) -> PlacementRequest:
+    """`request` with a twin after its pending jobs for each running job that could move on a cluster of these
+    GPU models (the same object when none could). Twins are named as their running jobs: `twins` tells them
+    apart."""
     if not request.policy.migration:
         return request
     found = []
     for rj in request.cluster.running:
-        if movable(request, rj):
+        if movable(request, rj, models):
             try:
                 found.append(twin(rj))
             except ValueError:

@@ -313,7 +313,6 @@ def _on_devices(info: TaskInfo, view: DeviceView) -> TaskInfo:
 def build(request: PlacementRequest) -> Problem:
     """Index the request; unknown GPU models are reported with the list of known ones. With policy.migration,
     the running jobs that could move join the pending jobs as twins (placement.migration)."""
-    request = migration.with_twins(request)
     # Nodes pools may add (provisioning) follow the real ones: index >= len(request.cluster.nodes).
     nodes = tuple(request.cluster.nodes) + provision.added_nodes(request)
     node_index = {n.name: i for i, n in enumerate(nodes)}
@@ -334,6 +333,7 @@ def build(request: PlacementRequest) -> Problem:
             models.append(found.name)
             memory[i] = found.memory_gib
     errors.raise_if_any()
+    request = migration.with_twins(request, {m for n, m in zip(nodes, models, strict=True) if n.gpus > 0})
 
     capacity = np.array(
         [[n.gpus - len(n.unhealthy_gpus), cpu_units(n.cpu, False), mem_units(n.memory_gib, False)] for n in nodes],

@@ -151,8 +151,11 @@ class ModelContext:
         self.slow: dict[int, list[tuple[float, cp_model.IntVar]]] = {}
         self.best_speed: dict[int, float] = {}
         self.placed = [self.model.new_bool_var(f"placed[{j}]") for j in range(len(problem.jobs))]
+        #: running jobs some pending job could justify preempting (Problem.preemptable): compile/preemption.py
+        #: weighs their evictions; `evicted` adds the jobs that may move (their twins: placement.migration)
+        self.victims: list[int] = problem.preemptable()
         self.evicted: dict[int, cp_model.IntVar] = {
-            r: self.model.new_bool_var(f"evicted[{r}]") for r in _preemptable(problem)
+            r: self.model.new_bool_var(f"evicted[{r}]") for r in sorted(set(self.victims) | set(problem.twins.values()))
         }
         self._released: dict[int, list[tuple[cp_model.IntVar, np.ndarray]]] | None = None
 
@@ -240,10 +243,3 @@ class ModelContext:
         self.model.clear_hints()
         for index, value in values.items():
             self.model.add_hint(self.model.get_int_var_from_proto_index(index), value)
-
-
-def _preemptable(problem: Problem) -> list[int]:
-    """Running jobs some pending job could justify preempting under the policy's rules (Problem.preemptable), and
-    those that may move (their twins: placement.migration)."""
-    found = problem.preemptable()
-    return sorted(set(found) | set(problem.twins.values())) if problem.twins else found

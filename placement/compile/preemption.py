@@ -199,7 +199,7 @@ def apply(ctx: ModelContext) -> None:
 
     # a move is no preemption: its cost is compile/migration.py's; the victims' costs are those of the jobs some
     # pending job may preempt, as without migration
-    victims = [r for r in problem.preemptable() if r in ctx.evicted]
+    victims = ctx.victims
     if victims:
         costs = eviction_costs(problem, victims)
         moves = [r for r in victims if r in twin_of]

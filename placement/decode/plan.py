@@ -126,7 +126,8 @@ def decode(problem: Problem, placement: Placement, terms: dict[str, float], stat
     terms = {**terms, **topology_terms.bandwidth_terms(problem, bound)}  # computed from the GPUs chosen
     rounded = {name: round(value, 6) for name, value in terms.items()}
     moved = {r: j for j, r in problem.twins.items() if j in placed}
-    preempted = [_move(problem, r, moved[r], placement) if r in moved else
+    paces = gang_speeds(problem, placement) if moved else {}
+    preempted = [_move(problem, r, moved[r], placement, paces) if r in moved else
                  Preemption(job=problem.running[r].spec.job,  # + the job it makes room for, the rule allowing it
                             **preemption_reason(problem, r, placement, ledger)._asdict())
                  for r in sorted(placement.evicted)]
@@ -145,11 +146,12 @@ def decode(problem: Problem, placement: Placement, terms: dict[str, float], stat
     return fold(problem, plan)  # right-sized pods in the request's own names
 
 
-def _move(problem: Problem, r: int, j: int, placement: Placement) -> Preemption:
-    """The preemption entry of running job r moving (its twin j placed: placement.migration)."""
+def _move(problem: Problem, r: int, j: int, placement: Placement, paces: dict[str, float]) -> Preemption:
+    """The preemption entry of running job r moving (its twin j placed: placement.migration); `paces`: the
+    placed jobs' speeds (`gang_speeds`)."""
     name = problem.running[r].spec.job
     now = problem.speeds.running_pace[r]
-    after = gang_speeds(problem, placement).get(name, now)
+    after = paces.get(name, now)
     models = sorted({str(problem.gpu_models[n]) for (t, n), k in placement.counts.items()
                      if k and problem.tasks[t].job == j})
     return Preemption(job=name, for_job=name, rule="migrate",

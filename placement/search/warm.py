@@ -39,7 +39,7 @@ def warm_start(ctx: ModelContext, base: Placement, budget_s: float
     every decision fixed. None when no running job may be preempted, when the extension does not
     beat `base`, or when the check fails: the caller keeps `base`.
     """
-    if not ctx.evicted or budget_s <= 0:
+    if not ctx.victims or budget_s <= 0:
         return None
     start = time.perf_counter()
     floor = _score(ctx, ctx.assignment_of(base))
@@ -117,12 +117,12 @@ class _Warm:
                                dtype=np.int64).reshape(len(self.index.all_scopes), self.index.size)
                       if self.index is not None and self.index.all_scopes else None)
         self.reclaimers: set[tuple[int, int]] = set()  # (team, scope) that reclaimed: must stay within nominal
-        self.costs = eviction_costs(problem, list(ctx.evicted))
+        self.costs = eviction_costs(problem, ctx.victims)  # as the model weighs them: moves are not victims
         policy = problem.request.policy
         self.w_value = policy.weights.priority
         self.levels = class_weights(problem)
         self.on_node: dict[int, list[int]] = {}
-        for r in ctx.evicted:
+        for r in ctx.victims:
             for n in problem.running[r].nodes.tolist():
                 self.on_node.setdefault(n, []).append(r)
         self.slot = [dict(zip(c.tolist(), ub, strict=True)) for c, ub in zip(ctx.candidates, ctx.upper, strict=True)]
