@@ -106,9 +106,12 @@ def whole_free(ctx: Context, node: Node) -> bool:
 
 
 def may_grow(ctx: Context) -> bool:
-    """May a job count on more room than the free one (a preemption rule, a preemptible running job)?"""
-    return bool(grown_rooms(ctx)) and any(
-        room != rooms(ctx)[name] for name, room in grown_rooms(ctx).items())
+    """May a job count on more room than the free one (a preemption rule, a preemptible running job)? Once per
+    check."""
+    if "may_grow" not in ctx.memo:
+        ctx.memo["may_grow"] = bool(grown_rooms(ctx)) and any(
+            room != rooms(ctx)[name] for name, room in grown_rooms(ctx).items())
+    return ctx.memo["may_grow"]  # type: ignore[no-any-return]
 
 
 def grown_rooms(ctx: Context) -> dict[str, Room]:
@@ -169,9 +172,18 @@ def slots(ctx: Context, task: Task, node: Node, grown: bool = False) -> int:
     """Pods of a whole-GPU or CPU task the node's free room (`grown`: with all it may gain from evictions,
     `grown_rooms`) takes, at most every replica."""
     room = (grown_rooms(ctx) or rooms(ctx))[node.name] if grown else rooms(ctx)[node.name]
-    fit = task.replicas
-    for have, need in ((room.gpus, task.gpus), (room.cpu, cpu_units(task.cpu, True)),
-                       (room.memory, mem_units(task.memory_gib, True))):
+    return _fit(room, task.replicas, _needs(task))
+
+
+def _needs(task: Task) -> tuple[int, int, int]:
+    """One pod's whole GPUs, milli-CPU and MiB, rounded up."""
+    return task.gpus, cpu_units(task.cpu, True), mem_units(task.memory_gib, True)
+
+
+def _fit(room: Room, replicas: int, needs: tuple[int, int, int]) -> int:
+    """Pods of `needs` the room takes, at most `replicas`."""
+    fit = replicas
+    for have, need in zip((room.gpus, room.cpu, room.memory), needs, strict=True):
         if need > 0:
             fit = min(fit, have // need)
     return fit
@@ -320,36 +332,83 @@ def signature(job: Job, task: Task) -> tuple[object, ...]:
             task.gpu_memory_gib, task.mig_profile, task.gpu_share, task.replicas)
 
 
+def _static_groups(ctx: Context) -> list[tuple[NodeClass, list[int]]]:
+    """The classes by what `statically_allowed` reads of a node (labels, taints, GPU model and count, spot): a
+    representative of each group and the indexes of its classes, so the static filters run once per group."""
+    if "static_groups" not in ctx.memo:
+        by_name = any(HOSTNAME in t.node_selector for j in ctx.request.jobs for t in j.tasks)
+        groups: dict[tuple[object, ...], tuple[NodeClass, list[int]]] = {}
+        for i, c in enumerate(classes(ctx)):
+            n = c.node
+            labels = {k: v for k, v in effective_labels(n).items() if k != HOSTNAME or by_name}
+            key = (tuple(sorted(labels.items())), tuple((t.key, t.value, t.effect) for t in n.taints), n.gpu_model,
+                   n.gpus > 0, c.spot)
+            groups.setdefault(key, (c, []))[1].append(i)
+        ctx.memo["static_groups"] = list(groups.values())
+    return ctx.memo["static_groups"]  # type: ignore[no-any-return]
+
+
 def offers(ctx: Context, job: Job, task: Task) -> list[Offer]:
-    """The node classes that are or may be candidates of the task (`fits` not False), computed once per task
-    signature."""
+    """The node classes that are or may be candidates of the task (`fits` not False), in class order, computed
+    once per task signature: the static filters once per group of classes (`_static_groups`), the room per
+    class (as `fits` and `slots` read it)."""
     key = ("offers", *signature(job, task))
     if key not in ctx.memo:
+        every = classes(ctx)
+        chosen = sorted(i for rep, members in _static_groups(ctx)
+                        if statically_allowed(job, task, rep.node, rep.spot) for i in members)
+        whole = task.mig_profile is None and task.gpu_share is None
         found: list[Offer] = []
-        for c in classes(ctx):
-            ok = fits(ctx, job, task, c.node, c.spot)
-            if ok is not False:
-                found.append((c, ok, slots(ctx, task, c.node) if ok else 0))
+        if not whole:
+            found = [(every[i], None, 0) for i in chosen if _device_room(ctx, task, every[i].node)]
+        else:
+            free = _fits_all(_class_rooms(ctx, False), chosen, task)
+            grown = _fits_all(_class_rooms(ctx, True), chosen, task) if may_grow(ctx) else [0] * len(chosen)
+            for i, pods, more in zip(chosen, free, grown, strict=True):
+                if pods >= 1:
+                    found.append((every[i], True, pods))
+                elif more >= 1:
+                    found.append((every[i], None, 0))
         ctx.memo[key] = found
     return ctx.memo[key]  # type: ignore[no-any-return]
 
 
-def pod_room(ctx: Context, job: Job, task: Task, exact: bool) -> dict[str, int]:
-    """Node -> the pods of the task its candidates take: `exact` the least, the sure candidates' free-room slots
-    (whole-GPU and CPU pods; the planner's room is at least the free one), else the most each node that may be
-    one takes (its room with every eviction, `grown_rooms`; every replica for MIG and shared pods). Once per task
-    signature and kind."""
-    key = ("pod_room", exact, *signature(job, task))
+def _class_rooms(ctx: Context, grown: bool) -> list[tuple[int, int, int]]:
+    """Per class, its node's free room (`grown`: with all it may gain, `grown_rooms`) as (GPUs, milli-CPU, MiB)."""
+    key = ("class_rooms", grown)
+    if key not in ctx.memo:
+        room = (grown_rooms(ctx) or rooms(ctx)) if grown else rooms(ctx)
+        ctx.memo[key] = [(r.gpus, r.cpu, r.memory) for c in classes(ctx) for r in (room[c.node.name],)]
+    return ctx.memo[key]  # type: ignore[no-any-return]
+
+
+def _fits_all(room: list[tuple[int, int, int]], chosen: list[int], task: Task) -> list[int]:
+    """Pods of the task each chosen class's room takes, at most every replica (`slots`, over many classes)."""
+    top = task.replicas
+    ng, nc, nm = _needs(task)
+    return [min(top, g // ng if ng > 0 else top, c // nc if nc > 0 else top, m // nm if nm > 0 else top)
+            for g, c, m in (room[i] for i in chosen)]
+
+
+def class_room(ctx: Context, job: Job, task: Task, exact: bool) -> list[tuple[NodeClass, int]]:
+    """(class, the pods of the task each node of the class takes) over its candidates: `exact` the least, the
+    sure candidates' free-room slots (whole-GPU and CPU pods; the planner's room is at least the free one), else
+    the most each node that may be one takes (its room with every eviction, `grown_rooms`; every replica for MIG
+    and shared pods). Once per task signature and kind."""
+    key = ("class_room", exact, *signature(job, task))
     if key not in ctx.memo:
         whole = task.mig_profile is None and task.gpu_share is None
-        out: dict[str, int] = {}
+        out: list[tuple[NodeClass, int]] = []
         for c, found, pods in offers(ctx, job, task):
             if exact and not (found and whole):
                 if not (task.gpu_share is None and _surely_mig(ctx, task, c.node)):
                     continue
                 pods = 1  # an instance of its profile is free, or a whole GPU may be partitioned for one
-            most = pods if exact else slots(ctx, task, c.node, grown=True) if whole else task.replicas
-            for n in c.members:
-                out[n.name] = most
+            out.append((c, pods if exact else slots(ctx, task, c.node, grown=True) if whole else task.replicas))
         ctx.memo[key] = out
     return ctx.memo[key]  # type: ignore[no-any-return]
+
+
+def pod_total(ctx: Context, job: Job, task: Task, exact: bool) -> int:
+    """The pods of the task all its candidates take together (`class_room`), at most every replica."""
+    return min(task.replicas, sum(pods * len(c.members) for c, pods in class_room(ctx, job, task, exact)))

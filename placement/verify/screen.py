@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from placement_models import Job
 
-from placement.verify.candidates import all_nodes, pod_room
+from placement.verify.candidates import NodeClass, all_nodes, class_room, classes, pod_total
 from placement.verify.context import Context
-from placement.verify.topology import topology_domains
+from placement.verify.topology import weighed
 
 
 def screened(ctx: Context) -> tuple[set[str], set[str]]:
@@ -34,22 +34,21 @@ def _screened(ctx: Context) -> tuple[set[str], set[str]]:
     placed = {r.job.name for r in ctx.resolved}
     sure: set[str] = set()
     maybe: set[str] = set()
-    nodes = all_nodes(ctx)
     domains: dict[str, dict[str, str]] | None = None
     for job in ctx.request.jobs:
         if job.name in placed or not job.tasks:
             continue
         least, most = _slots(ctx, job)
-        fails_surely = any(most[t.name][""] < job.task_minimum(t) for t in job.tasks) or sum(
-            m[""] for m in most.values()) < job.needed
-        fails_maybe = any(least[t.name][""] < job.task_minimum(t) for t in job.tasks) or sum(
-            m[""] for m in least.values()) < job.needed
+        fails_surely = any(most[t.name][1] < job.task_minimum(t) for t in job.tasks) or sum(
+            m[1] for m in most.values()) < job.needed
+        fails_maybe = any(least[t.name][1] < job.task_minimum(t) for t in job.tasks) or sum(
+            m[1] for m in least.values()) < job.needed
         level = job.topology.required if job.topology is not None else None
         if level is not None and level != "node" and level in ctx.request.cluster.topology_levels:
             if domains is None:
-                domains = topology_domains(ctx.request, nodes)
-            fails_surely = fails_surely or not _one_domain(job, most, domains[level], nodes)
-            fails_maybe = fails_maybe or not _one_domain(job, least, domains[level], nodes)
+                domains = weighed(ctx)[1]  # over the same nodes
+            fails_surely = fails_surely or not _one_domain(job, most, domains[level])
+            fails_maybe = fails_maybe or not _one_domain(job, least, domains[level])
         if fails_surely:
             sure.add(job.name)
         elif fails_maybe:
@@ -57,33 +56,33 @@ def _screened(ctx: Context) -> tuple[set[str], set[str]]:
     return sure, maybe
 
 
-Slots = dict[str, dict[str, int]]  # task -> node name -> pods it takes there ("" the total, capped at replicas)
+Slots = dict[str, tuple[list[tuple[NodeClass, int]], int]]  # task -> (pods per node by class, total)
 
 
 def _slots(ctx: Context, job: Job) -> tuple[Slots, Slots]:
-    """Per task, the pods its candidates take for certain and at most, per node and in all."""
+    """Per task, the pods its candidates take for certain and at most, per node (by class) and in all."""
     least: Slots = {}
     most: Slots = {}
     for task in job.tasks:
-        lo = dict(pod_room(ctx, job, task, True)) if not job.right_size else {}
-        hi = dict(pod_room(ctx, job, task, False))
+        least[task.name] = ((class_room(ctx, job, task, True), pod_total(ctx, job, task, True))
+                            if not job.right_size else ([], 0))
         if job.right_size:  # a right-size offer may take a MIG instance where the declared GPUs do not fit
-            hi = {n.name: task.replicas for n in all_nodes(ctx)}
-        lo[""] = min(task.replicas, sum(lo.values()))
-        hi[""] = min(task.replicas, sum(hi.values()))
-        least[task.name], most[task.name] = lo, hi
+            every = [(c, task.replicas) for c in classes(ctx)]
+            most[task.name] = (every, min(task.replicas, task.replicas * len(all_nodes(ctx))))
+        else:
+            most[task.name] = (class_room(ctx, job, task, False), pod_total(ctx, job, task, False))
     return least, most
 
 
-def _one_domain(job: Job, room: Slots, of_node: dict[str, str], nodes: list) -> bool:
+def _one_domain(job: Job, room: Slots, of_node: dict[str, str]) -> bool:
     """Could one domain hold the job: each task its minimum and `needed` pods in all, from its nodes there?"""
     totals: dict[str, dict[str, int]] = {}
     for task in job.tasks:
-        for node in nodes:
-            pods = room[task.name].get(node.name, 0)
+        for c, pods in room[task.name][0]:
             if pods:
-                per = totals.setdefault(of_node[node.name], {})
-                per[task.name] = per.get(task.name, 0) + pods
+                for node in c.members:
+                    per = totals.setdefault(of_node[node.name], {})
+                    per[task.name] = per.get(task.name, 0) + pods
     for per in totals.values():
         capped = {t.name: min(t.replicas, per.get(t.name, 0)) for t in job.tasks}
         if all(capped[t.name] >= job.task_minimum(t) for t in job.tasks) and sum(capped.values()) >= job.needed:

@@ -12,7 +12,7 @@ from collections import Counter
 
 from placement_models import Job, Node, PlacementRequest, Plan, Task
 
-from placement.verify.candidates import NodeClass, all_nodes, offers, pod_room, restricted, signature, whole_free
+from placement.verify.candidates import NodeClass, all_nodes, class_room, offers, restricted, signature, whole_free
 from placement.verify.context import SCALE, SUMMED, Context, Expected, Resolved, Tally
 
 #: Levels read from node.topology; the NVLink domain falls back to GPU Feature Discovery's clique label.
@@ -170,16 +170,25 @@ def _height(levels: list[str], name: str) -> int:
     return 0 if name == "node" else 1 + levels.index(name) if name in levels else len(levels) + 1
 
 
-def _weighed(ctx: Context) -> tuple[dict[str, Node], dict[str, dict[str, str]]]:
+def weighed(ctx: Context) -> tuple[dict[str, Node], dict[str, dict[str, str]]]:
     """The nodes the planner weighs by name, and their domains per level."""
     if "weighed" not in ctx.memo:  # read by several terms: once per check
         nodes = {n.name: n for n in all_nodes(ctx)}
-        ctx.memo["weighed"] = (nodes, topology_domains(ctx.request, list(nodes.values())))
+        same = len(nodes) == len(ctx.nodes)  # no pool adds a node: the request's own domains
+        ctx.memo["weighed"] = (nodes, domains_of(ctx) if same else topology_domains(ctx.request, list(nodes.values())))
     return ctx.memo["weighed"]  # type: ignore[no-any-return]
 
 
 def _entered(ctx: Context, tasks: list[tuple[Job, Task]]) -> tuple[set[str], set[str]]:
-    """(nodes surely a candidate of one of the tasks in the planner's model, nodes that may be one)."""
+    """(nodes surely a candidate of one of the tasks in the planner's model, nodes that may be one). Once per
+    set of task signatures: gangs of one shape ask the same."""
+    key = ("entered", frozenset(signature(job, task) for job, task in tasks))
+    if key not in ctx.memo:
+        ctx.memo[key] = _entered_by(ctx, tasks)
+    return ctx.memo[key]  # type: ignore[no-any-return]
+
+
+def _entered_by(ctx: Context, tasks: list[tuple[Job, Task]]) -> tuple[set[str], set[str]]:
     sure: dict[int, NodeClass] = {}
     maybe: dict[int, NodeClass] = {}
     seen: set[tuple[object, ...]] = set()
@@ -197,7 +206,7 @@ def check_keep_whole_term(ctx: Context) -> list[Expected] | None:
     weight = ctx.request.policy.weights.topology
     if weight == 0:
         return [Expected.exact(0.0)]
-    nodes, domains = _weighed(ctx)
+    nodes, domains = weighed(ctx)
     free = {name for name, n in nodes.items() if whole_free(ctx, n)}
     hit = {r.node.name for r in ctx.resolved if r.task.gpus > 0 and r.task.mig_profile is None
            and r.task.gpu_share is None}
@@ -234,7 +243,7 @@ def check_spread_term(ctx: Context) -> list[Expected] | None:
     levels = list(ctx.request.cluster.topology_levels)
     if weight == 0:
         return [Expected.exact(0.0)]
-    nodes, domains = _weighed(ctx)
+    nodes, domains = weighed(ctx)
     sums: dict[int, int] = {0: 0}  # model units -> unsure units, over the jobs so far
     for job_name, pods in ctx.job_nodes().items():
         job = ctx.pending_jobs[job_name]
@@ -303,12 +312,13 @@ def _minimum(ctx: Context, job: Job, level: str, domains: dict[str, dict[str, st
 
 def _domain_room(ctx: Context, job: Job, task: Task, level: str, domains: dict[str, dict[str, str]],
                  exact: bool) -> dict[str, int]:
-    """Domain -> the pods of the task its candidates there take (placement.verify.candidates' `pod_room`)."""
+    """Domain -> the pods of the task its candidates there take (placement.verify.candidates' `class_room`)."""
     key = ("domain_room", level, exact, *signature(job, task))
     if key not in ctx.memo:
         out: dict[str, int] = {}
-        for node, pods in pod_room(ctx, job, task, exact).items():
-            d = domains[level][node]
-            out[d] = out.get(d, 0) + pods
+        for c, pods in class_room(ctx, job, task, exact):
+            for node in c.members:
+                d = domains[level][node.name]
+                out[d] = out.get(d, 0) + pods
         ctx.memo[key] = out
     return ctx.memo[key]  # type: ignore[no-any-return]
