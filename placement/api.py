@@ -147,11 +147,13 @@ def _another_round(found: search.Found, improved: bool, rounds: int, last_s: flo
     return budget.round_pays(reserve, mean_s, mean_s if last_s is None else last_s)
 
 
-def _compile(problem: Problem, around: Placement, limits: PairLimits, idle: frozenset[int]) -> compiler.ModelContext:
+def _compile(problem: Problem, around: Placement, limits: PairLimits, idle: frozenset[int], *,
+             search: bool = True) -> compiler.ModelContext:
     """The model over the candidate pairs the limits allow, trimmed around `around` (the greedy plan, or the
-    last round's)."""
+    last round's); without `search`, one that only scores `around` (no CP-SAT objective is set)."""
     with _collector_paused():
-        return compiler.build(problem, candidates.select(problem, around, limits.total, limits.per_task, idle), idle)
+        chosen = candidates.select(problem, around, limits.total, limits.per_task, idle)
+        return compiler.build(problem, chosen, idle, objective=search)
 
 
 def _first_model(req: PlacementRequest, front: _Front,
@@ -163,6 +165,10 @@ def _first_model(req: PlacementRequest, front: _Front,
     #    time, only the greedy plan's own pairs (the model then just scores it, and the search is skipped).
     reserve = search.reserve_s(problem, req.policy, budget)
     limits = budget.pair_limits(reserve, len(problem.tasks), candidates.MAX_PAIRS, candidates.MIN_PER_TASK)
+    if not budget.search_pays(reserve, len(problem.tasks)):
+        # no time to search after compiling even the greedy plan's own pairs: a model that only scores it
+        return _compile(problem, front.baseline, PairLimits(0, 0), frozenset(), search=False), reserve, limits, \
+            frozenset()
     # 3. Compile, trimmed around the greedy plan.
     with _collector_paused():
         idle = dominance.dominated_tasks(problem, front.baseline)  # interchangeable jobs no optimal plan needs

@@ -19,6 +19,9 @@ from dataclasses import dataclass, field
 PAIRS_PER_S = 20_000
 #: Share of the time left after the greedy plan that the model's compile may take.
 COMPILE_SHARE = 0.3
+#: The least share of the limit a search must have left after its compile: below, the model only scores the
+#: greedy plan (its compile left out what only a search reads: dominance and CP-SAT's objective).
+MIN_SEARCH_SHARE = 0.05
 #: Phases in the order a call runs them (the plan reports each one's seconds).
 PHASES = ("problem", "greedy", "compile", "bound", "search", "decode", "verify")
 #: Another round of trimming and solving starts only with this many times a round's time left: a round
@@ -72,6 +75,13 @@ class Budget:
         affordable = self.pairs(reserve_s)
         share = affordable // max(1, tasks)
         return PairLimits(min(cap, affordable), 0 if not affordable else 1 if share < floor else floor)
+
+    def search_pays(self, reserve_s: float, pairs: int) -> bool:
+        """Is there time to search after compiling `pairs` (task, node) pairs (at PAIRS_PER_S) and keeping
+        `reserve_s` for decode and verify: at least MIN_SEARCH_SHARE of the limit? Deterministic mode counts
+        from the limit alone (no decision reads the clock)."""
+        left = self.limit_s if self.deterministic else self.left()
+        return left - reserve_s - pairs / PAIRS_PER_S >= MIN_SEARCH_SHARE * self.limit_s
 
     def round_pays(self, reserve_s: float, mean_s: float, last_s: float) -> bool:
         """Is there time for another round of trimming and solving? ROUND_MARGIN times the mean round so far,

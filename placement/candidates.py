@@ -52,11 +52,14 @@ def select(problem: Problem, baseline: Placement, max_pairs: int = MAX_PAIRS,
     if share < MIN_PER_TASK:
         share = int((1 - REPAIR_SHARE) * max(0, shared)) // live
     share = max(min_per_task, share)
-    ranking = _best_fit_ranking(problem)
+    ranking = _best_fit_ranking(problem) if share or max_pairs else np.zeros(0)  # unread where all keep none
     ordered: dict[int, np.ndarray] = {}  # tasks sharing one candidate array rank its nodes alike
     out = []
     for t, task in enumerate(problem.tasks):
         cand = full[t]
+        if not share and cand.size:  # only the greedy plan's own nodes
+            out.append(np.array(sorted(used.get(t, ())), dtype=np.int64))
+            continue
         if cand.size == 0 or task.replicas == 1:
             nodes_needed = int(cand.size > 0)
         else:

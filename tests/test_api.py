@@ -486,3 +486,19 @@ def test_greedy_plan_is_the_floor_the_solver_starts_from() -> None:
     assert placement.verify(req, floor) == []
     assert floor.solver.status == "SKIPPED"
     assert placement.plan(req).solver.baseline_objective == 3.0  # the same floor, scored by the model
+
+
+def test_with_no_time_to_search_the_greedy_plan_is_scored_not_searched() -> None:
+    """Deterministic mode sizes from the limit alone: 0.01 s cannot compile 150 tasks' pairs and leave a search
+    its share, so the model only scores the greedy plan (no CP-SAT objective, no dominance); the plan is that
+    greedy plan, scored term by term and verified."""
+    req = generate(64, 150, seed=1)
+    req["policy"] = {"time_limit_s": 0.01, "workers": 1, "deterministic": True}
+    plan = placement.plan(req)
+    greedy = placement.greedy_plan(req)
+    assert plan.solver.search == "none" and plan.solver.winner == "baseline"
+    assert plan.objective.terms and plan.objective.total == plan.solver.baseline_objective
+    assert {(a.job, a.node) for a in plan.assignments} == {(a.job, a.node) for a in greedy.assignments}
+    assert placement.verify(PlacementRequest.model_validate(req), plan) == []
+    longer = placement.plan({**req, "policy": {**req["policy"], "time_limit_s": 2.0}})
+    assert longer.solver.search != "none"  # the same request with time to search searches

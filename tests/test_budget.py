@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from placement.budget import COMPILE_SHARE, PAIRS_PER_S, ROUND_MARGIN, Budget, PairLimits
+from placement.budget import COMPILE_SHARE, MIN_SEARCH_SHARE, PAIRS_PER_S, ROUND_MARGIN, Budget, PairLimits
 
 
 def test_laps_add_up_to_the_time_used() -> None:
@@ -47,3 +47,12 @@ def test_rounds_pay_only_with_the_mean_and_the_last_round_left_and_never_determi
     assert not budget.round_pays(0.0, mean_s=ROUND_MARGIN * 10.0, last_s=1.0)  # rounds were long on average
     assert not budget.round_pays(9.5, mean_s=1.0, last_s=1.0)  # decode and verify's share is kept
     assert not Budget(10.0, deterministic=True).round_pays(0.0, mean_s=0.0, last_s=0.0)
+
+
+def test_a_search_pays_only_with_a_share_of_the_limit_left_after_its_compile() -> None:
+    budget = Budget(2.0, deterministic=True, start=time.perf_counter() - 100.0)  # the limit alone decides
+    pairs = int(PAIRS_PER_S * 0.5)  # half a second of compile
+    assert budget.search_pays(0.5, pairs)  # 2 - 0.5 - 0.5 = 1 s left
+    assert not budget.search_pays(1.5, pairs)  # nothing left
+    assert not budget.search_pays(1.5 - MIN_SEARCH_SHARE * 2.0 + 0.01, pairs)  # just short of the share
+    assert not Budget(1.0, start=time.perf_counter() - 5.0).search_pays(0.0, 0)  # wall clock: past the limit

@@ -56,13 +56,16 @@ MODULES: tuple[ModuleType, ...] = (gang, capacity, reservation, priority, fragme
 
 
 def build(problem: Problem, candidates: list[np.ndarray] | None = None,
-          idle: frozenset[int] = frozenset()) -> ModelContext:
+          idle: frozenset[int] = frozenset(), *, objective: bool = True) -> ModelContext:
     """The model of `problem` over `candidates` (default: every task's own), where `idle` tasks have none
-    (placement.compile.dominance)."""
+    (placement.compile.dominance). Without `objective` the model only scores plans term by term (its named terms
+    are there, CP-SAT's objective is not set: `ctx.scores_only`), for a call with no time left to search."""
     ctx = ModelContext(problem, candidates, idle)
     for module in MODULES:
         module.apply(ctx)
-    ctx.model.maximize(ctx.objective.expression())
+    if objective:
+        ctx.model.maximize(ctx.objective.expression(ctx.model))
+    ctx.scores_only = not objective
     return ctx
 
 

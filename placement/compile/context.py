@@ -68,12 +68,12 @@ class ObjectiveRegistry:
         declare it when it can be positive: the whole-problem bound (placement.search.bound) reads it."""
         self.caps[terms.check(name)] = self.caps.get(name, 0) + max(0, round(float(most) * weight * SCALE))
 
-    def expression(self) -> cp_model.LinearExprT:
+    def expression(self, model: cp_model.CpModel) -> cp_model.LinearExprT:
         """The objective CP-SAT maximises: the terms' sum, divided through when extreme weights would take its
         range past 64-bit integers (CP-SAT's arithmetic); the terms themselves keep their values for reports."""
         variables = [v for t in self.terms.values() for v in t.variables]
         coefs = [c for t in self.terms.values() for c in t.coefs]
-        reach = sum(abs(c) * max(abs(int(d)) for d in v.proto.domain) for v, c in zip(variables, coefs, strict=True))
+        reach = _reach(model, variables, coefs)
         if reach > MAX_OBJECTIVE:
             div = -(-reach // MAX_OBJECTIVE)
             coefs = [c // div if c >= 0 else -(-c // div) for c in coefs]
@@ -81,6 +81,23 @@ class ObjectiveRegistry:
 
     def values(self, value_of: Callable[[cp_model.IntVar], int]) -> dict[str, float]:
         return {name: term.value(value_of) for name, term in self.terms.items()}
+
+
+def _reach(model: cp_model.CpModel, variables: list[cp_model.IntVar], coefs: list[int]) -> int:
+    """Σ |coef| × the largest |value| of its variable: how far the objective may range. Estimated in floats over
+    the model's domains read once (variables by index); counted exactly in integers only near the limit."""
+    domains = model.proto.variables
+    # the domain is sorted intervals: its widest value is at one end (CP-SAT's repeated field reads no
+    # negative index, so the last one is counted from the front)
+    ends = np.fromiter((max(abs(d[0]), abs(d[len(d) - 1])) if len(d) else 0 for d in (v.domain for v in domains)),
+                       dtype=np.float64, count=len(domains))
+    index = np.fromiter((v.index for v in variables), dtype=np.int64, count=len(variables))
+    if index.size and index.min() < 0:  # a negated literal: read its own domain
+        return sum(abs(c) * max(abs(int(d)) for d in v.proto.domain) for v, c in zip(variables, coefs, strict=True))
+    rough = float(np.abs(np.asarray(coefs, dtype=np.float64)) @ ends[index]) if index.size else 0.0
+    if rough <= MAX_OBJECTIVE / 2:  # float error is far below this margin
+        return int(rough)
+    return sum(abs(c) * max(abs(int(d)) for d in domains[i].domain) for i, c in zip(index.tolist(), coefs, strict=True))
 
 
 class ModelContext:
@@ -100,6 +117,8 @@ class ModelContext:
     def __init__(self, problem: Problem, candidates: list[np.ndarray] | None = None,
                  idle: frozenset[int] = frozenset()) -> None:
         self.problem = problem
+        #: the model scores plans but CP-SAT's objective is not set (`placement.compile.build`): never searched
+        self.scores_only = False
         #: tasks of jobs no optimal plan needs (placement.compile.dominance): no candidate node, yet the model
         #: is not restricted by them, its optimum is the whole problem's
         self.idle = idle

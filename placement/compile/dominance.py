@@ -35,7 +35,8 @@ takes the place of a later one the solver happened to place.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Hashable
+import operator
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -62,8 +63,9 @@ def dominated_tasks(problem: Problem, kept: Placement) -> frozenset[int]:
     room = _room(problem)
     keep = kept.placed_jobs(problem)
     out: set[int] = set()
+    alone: dict[tuple[int, bytes], int] = {}  # (candidate array, demand) -> pods its nodes take alone
     for members in classes(problem).values():
-        cap = _cap(problem, members[0], room)
+        cap = _cap(problem, members[0], room, alone)
         if cap is None or len(members) <= cap:
             continue
         ahead: list[int] = []  # `_own_floor` of the kept jobs so far (all submitted no later), ascending
@@ -191,7 +193,11 @@ def _class_key(problem: Problem, j: int) -> tuple[Hashable, ...]:
     """Everything of job j a constraint reads: its fields but its own ones, its tasks' shapes (tasks of
     one shape share their candidate arrays: `placement.problem.build`) and the holds that bind it."""
     job = problem.jobs[j]
-    fields = tuple(_hashable(getattr(job, name)) for name in type(job).model_fields if name not in _OWN)
+    fields = _compared(type(job))(job)
+    try:
+        hash(fields)
+    except TypeError:  # lists, dicts, models among them: those by their text
+        fields = tuple(_hashable(value) for value in fields)
     tasks = tuple((problem.tasks[t].name, id(problem.tasks[t].candidates), problem.tasks[t].spec.min_replicas)
                   for t in problem.job_tasks[j])
     now = problem.request.planning_time()
@@ -204,6 +210,20 @@ def _class_key(problem: Problem, j: int) -> tuple[Hashable, ...]:
     # placed (compile/waiting.py): classmates then need one runtime
     runtime = job.expected_runtime_h if priced or paced else None
     return (fields, tasks, holds, team, runtime)
+
+
+def _compared(kind: type) -> Callable[[object], tuple[object, ...]]:
+    """A getter of the job fields a class key compares (all but `_OWN`), as one tuple in declaration order; made
+    once per model type."""
+    found = _COMPARED.get(kind)
+    if found is None:
+        names = [name for name in kind.model_fields if name not in _OWN]  # type: ignore[attr-defined]
+        get = operator.attrgetter(*names)
+        found = _COMPARED[kind] = get if len(names) > 1 else (lambda job: (get(job),))
+    return found
+
+
+_COMPARED: dict[type, Callable[[object], tuple[object, ...]]] = {}
 
 
 def _hashable(value: object) -> Hashable:
@@ -222,18 +242,21 @@ def _room(problem: Problem) -> np.ndarray:
     return room
 
 
-def _cap(problem: Problem, j: int, room: np.ndarray) -> int | None:
+def _cap(problem: Problem, j: int, room: np.ndarray, alone: dict[tuple[int, bytes], int]) -> int | None:
     """Most jobs of job j's class that fit at once: per task, the pods its candidate nodes take alone (each
     node filled with that task's pods only) over the pods one job needs there. None: no bound (its tasks
-    ask for nothing, so any number fit)."""
+    ask for nothing, so any number fit). `alone` keeps the pods per candidate array and demand: tasks of one
+    shape share their candidate arrays (placement.problem.build), so classes of one shape count them once."""
     most = []
     for t in problem.job_tasks[j]:
         task = problem.tasks[t]
         asked = np.flatnonzero(task.demand > 0).tolist()
         if not asked:
             continue
-        fit = np.min(room[task.candidates][:, asked] // task.demand[asked], axis=1)
-        most.append(int(fit.sum()) // task.replicas)
+        key = (id(task.candidates), task.demand.tobytes())
+        if key not in alone:
+            alone[key] = int(np.min(room[task.candidates][:, asked] // task.demand[asked], axis=1).sum())
+        most.append(alone[key] // task.replicas)
     return min(most) if most else None
 
 

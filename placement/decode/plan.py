@@ -52,14 +52,15 @@ def assignments(problem: Problem, placement: Placement) -> list[Assignment]:
         if k:
             nodes_of.setdefault(t, []).append(n)
     out: list[Assignment] = []
+    make = Assignment.model_construct  # fields from the indexed request, already valid: not validated again per pod
     for j, job in enumerate(problem.jobs):
         for t in problem.job_tasks[j]:
             task = problem.tasks[t]
             pod = 0
             for n in order(nodes_of.get(t, [])):
                 for gpus in chosen[t, n]:
-                    out.append(Assignment(job=job.name, task=task.name, pod=pod, node=problem.nodes[n].name,
-                                          gpus=gpus))
+                    out.append(make(job=job.name, task=task.name, pod=pod, node=problem.nodes[n].name,
+                                    gpus=[int(g) for g in gpus]))
                     pod += 1
     return devices.attach(problem, placement, out)  # MIG instances and shared GPUs
 

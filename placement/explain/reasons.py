@@ -166,7 +166,7 @@ def _alone_room(problem: Problem, j: int) -> np.ndarray:
     if kind not in cache:
         room = problem.free
         for r in problem.running:
-            if _rules(problem, j, problem.eviction_rules(j, r.index)):
+            if r.evictable and _rules(problem, j, problem.eviction_rules(j, r.index)):  # no rule takes the others
                 room = room.copy() if room is problem.free else room
                 room[r.nodes] += r.use
         cache[kind] = room

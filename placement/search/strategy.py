@@ -69,7 +69,6 @@ def run(ctx: ModelContext, baseline: Placement, budget: Budget, *,
     extended = warm.warm_start(ctx, baseline, warm.WARM_SHARE * policy.time_limit_s)
     if extended is not None:
         baseline, baseline_values, baseline_score = extended
-    ctx.hint(baseline_values)
     restricted = ctx.restricted
     budget.lap("compile")
     build_s = budget.used()
@@ -77,7 +76,8 @@ def run(ctx: ModelContext, baseline: Placement, budget: Budget, *,
     # The model's own bound covers the whole problem only when every task saw every node and one model
     # is solved; otherwise the class relaxation bounds it (placement.search.bound).
     relaxed = None
-    out_of_time = not policy.deterministic and budget.left() <= reserve_s(ctx.problem, policy, budget)
+    out_of_time = ctx.scores_only or (not policy.deterministic
+                                      and budget.left() <= reserve_s(ctx.problem, policy, budget))
     if not out_of_time and (restricted or len(ctx.model.proto.variables) > lns.LNS_ABOVE):
         relaxed = bound.relaxation(ctx, baseline_score, BOUND_SHARE * policy.time_limit_s
                                    if not policy.deterministic else float("inf"))
@@ -93,6 +93,7 @@ def run(ctx: ModelContext, baseline: Placement, budget: Budget, *,
                 f"the greedy plan: {budget.used():.2f} s of the {policy.time_limit_s:g} s limit were gone before "
                 "the search, and decode and verify need the rest")
     else:
+        ctx.hint(baseline_values)  # the search starts from the greedy plan (or its warm extension)
         result, chosen, winner, search = _search(ctx, policy, baseline, baseline_score, budget, log=log, stop=stop,
                                                  bound=None if relaxed is None else relaxed.value)
         note = None

@@ -52,40 +52,78 @@ def build_hierarchy(
     domain share its enclosing domains by construction of the tree.
     """
     levels = tuple(levels)
-    if len(set(levels)) != len(levels) or ROOT in levels:
-        raise ValueError(f"hierarchy levels must be distinct and not {ROOT!r}: {levels}")
     names = [name for name, _ in nodes]
-    if len(set(names)) != len(names):
-        twice = sorted({name for name in names if names.count(name) > 1})
-        raise ValueError(f"hierarchy: nodes listed twice: {twice}")
-    if ROOT in names:
-        raise ValueError(f"hierarchy: a node may not be named {ROOT!r} (the root)")
+    _check_names(names, levels)
 
     tree = nx.DiGraph(levels=levels)
     tree.add_node(ROOT, kind="root")
-    labels = {name: node_labels for name, node_labels in nodes}
-    members: dict[object, list[str]] = {}  # current top vertex → its nodes, in input order
     for order, name in enumerate(names):
         tree.add_node(name, kind="node", order=order)
-        members[name] = [name]
+    tops: list[object] = list(names)
+    for level, edges in _nest(names, [labels for _, labels in nodes], levels):
+        for parent, child in edges:
+            tree.add_node(parent, kind="domain", level=level)
+            tree.add_edge(parent, child)
+        tops = list(dict.fromkeys(parent for parent, _ in edges))
+    for top in tops:
+        tree.add_edge(ROOT, top)
+    return tree
 
+
+def _nest(names: Sequence[str], labels: Sequence[dict[str, str | None]], levels: Sequence[str]
+          ) -> list[tuple[str, list[tuple[tuple[str, str], object]]]]:
+    """Per level, narrowest first, the (parent domain, child vertex) edges of the tree `build_hierarchy` draws:
+    each vertex of the level below (a node name, or a (level, name) domain) lies in the one domain its nodes
+    are labelled with, else in a singleton domain of its own; ValueError where its nodes carry two labels.
+    Without networkx, so indexing a big cluster walks dicts, not a graph."""
+    members: dict[object, list[int]] = {name: [i] for i, name in enumerate(names)}  # vertex -> its node indices
+    out: list[tuple[str, list[tuple[tuple[str, str], object]]]] = []
     for level in levels:
-        parents: dict[object, list[str]] = {}
+        parents: dict[object, list[int]] = {}
+        edges: list[tuple[tuple[str, str], object]] = []
         for child, child_nodes in members.items():
-            found = {str(labels[n][level]) for n in child_nodes if labels[n].get(level) not in (None, "")}
+            found = {str(labels[i][level]) for i in child_nodes if labels[i].get(level) not in (None, "")}
             if len(found) > 1:
                 raise ValueError(
                     f"hierarchy: {_describe(child)} lies in several {level} domains {sorted(found)}; "
-                    f"levels {levels} must nest"
+                    f"levels {tuple(levels)} must nest"
                 )
             parent = (level, found.pop() if found else _singleton_name(child))
-            tree.add_node(parent, kind="domain", level=level)
-            tree.add_edge(parent, child)
+            edges.append((parent, child))
             parents.setdefault(parent, []).extend(child_nodes)
+        out.append((level, edges))
         members = parents
-    for top in members:
-        tree.add_edge(ROOT, top)
-    return tree
+    return out
+
+
+def _level_domains(names: Sequence[str], labels: Sequence[dict[str, str | None]], levels: Sequence[str]
+                   ) -> dict[str, dict[str, list[int]]]:
+    """Per level, domain name -> its node indices ascending, domains in order of their first node: what
+    `domains_at` reads off the tree, from `_nest` directly."""
+    out: dict[str, dict[str, list[int]]] = {}
+    below: dict[object, list[int]] = {name: [i] for i, name in enumerate(names)}
+    for level, edges in _nest(names, labels, levels):
+        grouped: dict[tuple[str, str], list[int]] = {}
+        for parent, child in edges:
+            grouped.setdefault(parent, []).extend(below[child])
+        found = [(name, sorted(idx)) for (_, name), idx in grouped.items()]
+        found.sort(key=lambda item: item[1][0])
+        out[level] = dict(found)
+        below = dict(grouped)  # type: ignore[arg-type]
+    return out
+
+
+def _check_names(names: Sequence[str], levels: Sequence[str]) -> None:
+    """ValueError unless the levels are distinct and not the root, and the node names distinct and not the root."""
+    levels = tuple(levels)
+    if len(set(levels)) != len(levels) or ROOT in levels:
+        raise ValueError(f"hierarchy levels must be distinct and not {ROOT!r}: {levels}")
+    if len(set(names)) != len(names):
+        seen: set[str] = set()
+        twice = sorted({name for name in names if name in seen or seen.add(name)})  # type: ignore[func-returns-value]
+        raise ValueError(f"hierarchy: nodes listed twice: {twice}")
+    if ROOT in names:
+        raise ValueError(f"hierarchy: a node may not be named {ROOT!r} (the root)")
 
 
 def _singleton_name(child: object) -> str:
@@ -207,16 +245,18 @@ def cluster_topology(request: PlacementRequest, nodes: Sequence[Node] | None = N
     levels = tuple(request.cluster.topology_levels)
     errors = ErrorList("PlacementRequest")
     graphs = tuple(_node_graph(request, i, node, errors) for i, node in enumerate(nodes))
+    names = [n.name for n in nodes]
+    domains: dict[str, dict[str, list[int]]] = {}
     try:
-        tree = build_hierarchy([(n.name, {lv: level_label(n, lv) for lv in levels}) for n in nodes], levels)
+        _check_names(names, levels)
+        domains = _level_domains(names, [{lv: level_label(n, lv) for lv in levels} for n in nodes], levels)
     except ValueError as err:
         errors.add(("cluster", "topology_levels"), f"{err}; reorder the levels or fix the node labels", list(levels))
     errors.raise_if_any()
 
-    index = {n.name: i for i, n in enumerate(nodes)}
-    by_level = {NODE_LEVEL: _level(NODE_LEVEL, {n.name: [n.name] for n in nodes}, index)}
+    by_level = {NODE_LEVEL: _level(NODE_LEVEL, {name: [i] for i, name in enumerate(names)}, len(nodes))}
     for level in levels:
-        by_level[level] = _level(level, domains_at(tree, level), index)
+        by_level[level] = _level(level, domains[level], len(nodes))
     keys = [np.arange(len(nodes))] + [by_level[lv].of_node for lv in levels]  # lexsort: last key first
     order = np.lexsort(keys)
     rank = np.empty(len(nodes), dtype=np.intp)
@@ -224,11 +264,12 @@ def cluster_topology(request: PlacementRequest, nodes: Sequence[Node] | None = N
     return ClusterTopology(levels=levels, by_level=by_level, rank=rank, graphs=graphs)
 
 
-def _level(name: str, domains: dict[str, list[str]], index: dict[str, int]) -> Level:
-    of_node = np.zeros(len(index), dtype=np.intp)
+def _level(name: str, domains: dict[str, list[int]], n_nodes: int) -> Level:
+    """One level from its domains' node indices (ascending), domains in order of their first node."""
+    of_node = np.zeros(n_nodes, dtype=np.intp)
     members = []
-    for d, names in enumerate(domains.values()):
-        idx = np.array(sorted(index[n] for n in names), dtype=np.intp)
+    for d, found in enumerate(domains.values()):
+        idx = np.array(found, dtype=np.intp)
         of_node[idx] = d
         members.append(idx)
     return Level(name=name, of_node=of_node, names=tuple(domains), members=tuple(members))

@@ -15,8 +15,8 @@ from ortools.sat.python import cp_model
 from placement_models import PlacementRequest
 
 from placement import screen
-from placement.compile import capacity, fragmentation, gang, stability
-from placement.compile.context import ModelContext
+from placement.compile import build, capacity, fragmentation, gang, stability
+from placement.compile.context import ModelContext, _reach
 
 H100 = "H100-SXM5-80GB"
 
@@ -48,7 +48,7 @@ def _fixed(ctx: ModelContext, pods: dict[tuple[str, str], int], placed: set[str]
             ctx.model.add(var == pods.get((job, names[n]), 0))
     for j, var in enumerate(ctx.placed):
         ctx.model.add(var == int(problem.jobs[j].name in placed))
-    ctx.model.maximize(ctx.objective.expression())
+    ctx.model.maximize(ctx.objective.expression(ctx.model))
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     return solver.solve(ctx.model), solver
@@ -111,3 +111,21 @@ def test_stability_rewards_the_previous_plans_nodes_alone() -> None:
         return ctx.objective.values(lambda v: solver.value(v)).get("stability", 0.0)
 
     assert term("n1") > term("n0")
+
+
+def test_a_scoring_model_has_the_terms_and_no_solver_objective() -> None:
+    request = PlacementRequest.model_validate({"cluster": {"nodes": [_node("a"), _node("b")]},
+                                               "jobs": [_job("x", 4), _job("y", 8)]})
+    problem = screen.build_problem(request)
+    searched, scored = build(problem), build(problem, objective=False)
+    assert not searched.scores_only and searched.model.has_objective()
+    assert scored.scores_only and not scored.model.has_objective()
+    assert set(scored.objective.terms) == set(searched.objective.terms)  # the same named terms score a plan
+
+
+def test_the_objective_range_counts_each_variable_at_its_widest_value() -> None:
+    model = cp_model.CpModel()
+    a, b, c = model.new_int_var(-7, 3, "a"), model.new_int_var(0, 5, "b"), model.new_bool_var("c")
+    assert _reach(model, [a, b, c, a], [2, -3, 4, 1]) == 2 * 7 + 3 * 5 + 4 + 7
+    big = model.new_int_var(0, 2**40, "big")
+    assert _reach(model, [big, a], [2**30, 1]) == 2**70 + 7  # past the float estimate's margin: exact
