@@ -123,6 +123,22 @@ def test_a_reward_on_variables_without_a_cap_gives_no_bound_in_a_trimmed_model(
     assert found is not None
 
 
+def test_a_reward_on_other_variables_counts_at_the_top_of_their_domain_in_a_whole_model(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a model every task saw whole, a reward without a cap on a variable that is no placement is bounded by
+    its domain's top: the bound grows by exactly coefficient × top (read from the end of CP-SAT's domain)."""
+    monkeypatch.setattr(terms, "NAMES", terms.NAMES | {"made_up"})  # a term no module adds
+    data = generate(8, 12, 5)
+    data["policy"] = {"time_limit_s": 5, "workers": 1}
+    whole, _, _ = _contexts(data, max_pairs=8)
+    before = bound._objective_parts(whole)
+    extra = whole.model.new_int_var(-2, 3, "made_up_reward")
+    whole.objective.add("made_up", [extra], [1.5])
+    after = bound._objective_parts(whole)
+    assert before is not None and after is not None
+    assert after[2] - before[2] == round(1.5 * SCALE) * 3
+
+
 def test_the_bound_is_tight_when_capacity_binds_on_one_pile_of_gpus() -> None:
     # ten 1-GPU jobs worth the same, eight free GPUs on one node: at most 8 of them run
     data = {"cluster": {"nodes": [{"name": "a", "gpu_model": "H100-SXM5-80GB", "gpus": 8, "cpu": 96,

@@ -280,7 +280,7 @@ def _objective_parts(ctx: ModelContext) -> tuple[dict[int, int], dict[int, int],
             per_pod[t] = per_pod.get(t, 0) + best
     for index, c in rest.items():
         domain = ctx.model.proto.variables[index].domain
-        constant += max(c * domain[0], c * domain[-1])
+        constant += max(c * domain[0], c * domain[len(domain) - 1])  # CP-SAT's field reads no negative index
     return per_pod, per_job, constant
 
 
