@@ -152,7 +152,7 @@ def _compile(problem: Problem, around: Placement, limits: PairLimits, idle: froz
     """The model over the candidate pairs the limits allow, trimmed around `around` (the greedy plan, or the
     last round's); without `search`, one that only scores `around` (no CP-SAT objective is set)."""
     with _collector_paused():
-        chosen = candidates.select(problem, around, limits.total, limits.per_task, idle)
+        chosen = candidates.select(problem, around, limits.total, limits.per_task, idle, each_task_seen=not search)
         return compiler.build(problem, chosen, idle, objective=search)
 
 
@@ -165,8 +165,9 @@ def _first_model(req: PlacementRequest, front: _Front,
     #    time, only the greedy plan's own pairs (the model then just scores it, and the search is skipped).
     reserve = search.reserve_s(problem, req.policy, budget)
     limits = budget.pair_limits(reserve, len(problem.tasks), candidates.MAX_PAIRS, candidates.MIN_PER_TASK)
-    if not budget.search_pays(reserve, len(problem.tasks)):
-        # no time to search after compiling even the greedy plan's own pairs: a model that only scores it
+    if not budget.search_pays(reserve, len(problem.tasks) + limits.total):
+        # no time to search after compiling the greedy plan's pairs and the affordable ones: a model that only
+        # scores the greedy plan (and bounds it where time is left)
         return _compile(problem, front.baseline, PairLimits(0, 0), frozenset(), search=False), reserve, limits, \
             frozenset()
     # 3. Compile, trimmed around the greedy plan.

@@ -29,13 +29,17 @@ REPAIR_SHARE = 0.25
 
 
 def select(problem: Problem, baseline: Placement, max_pairs: int = MAX_PAIRS,
-           min_per_task: int = MIN_PER_TASK, skip: frozenset[int] = frozenset()) -> list[np.ndarray]:
+           min_per_task: int = MIN_PER_TASK, skip: frozenset[int] = frozenset(), *,
+           each_task_seen: bool = False) -> list[np.ndarray]:
     """Candidate nodes per task: all of them within `max_pairs`, else each task's best-fit share.
 
     `min_per_task` is the floor of that share; a caller short of time lowers it (1 still shows every
-    term's value for every task, which the whole-problem bound needs; 0 keeps only the nodes the greedy
-    plan used, so the model scores that plan and nothing more). Tasks in `skip` get no node (jobs no
-    optimal plan needs: placement.compile.dominance) and no share of the pairs.
+    term's value for every task, which the whole-problem bound needs, and with fewer pairs than tasks spends
+    them on waiting jobs and repairs rather than on the placed tasks; 0 keeps only the nodes the greedy
+    plan used, so the model scores that plan and nothing more, and with `each_task_seen` a task the greedy
+    plan left out keeps the best-fit nodes its gang needs, so the bound can still read every task's terms).
+    Tasks in `skip` get no node (jobs no optimal plan needs: placement.compile.dominance) and no share of
+    the pairs.
     """
     full = [_NONE if t in skip else task.candidates for t, task in enumerate(problem.tasks)]
     total = sum(c.size for c in full)
@@ -49,21 +53,29 @@ def select(problem: Problem, baseline: Placement, max_pairs: int = MAX_PAIRS,
     shared = max_pairs - sum(len(nodes) for nodes in used.values())
     live = max(1, len(problem.tasks) - len(skip))
     share = max(0, shared) // live
+    # fewer pairs than tasks beyond the greedy plan's, and a floor of one (a caller short of time): one pair more
+    # for each placed task buys little, so placed tasks keep their greedy nodes, waiting ones the nodes their
+    # gang needs, and repairs get the rest (the greedy plan's own pairs are counted apart)
+    tight = share == 0 and min_per_task == 1 and not each_task_seen
     if share < MIN_PER_TASK:
         share = int((1 - REPAIR_SHARE) * max(0, shared)) // live
     share = max(min_per_task, share)
-    ranking = _best_fit_ranking(problem) if share or max_pairs else np.zeros(0)  # unread where all keep none
+    # the ranking is unread where every task keeps only the greedy plan's nodes
+    ranking = _best_fit_ranking(problem) if share or max_pairs or each_task_seen else np.zeros(0)
     ordered: dict[int, np.ndarray] = {}  # tasks sharing one candidate array rank its nodes alike
     out = []
     for t, task in enumerate(problem.tasks):
         cand = full[t]
-        if not share and cand.size:  # only the greedy plan's own nodes
+        if (not share or tight) and cand.size and (t in used or not (each_task_seen or tight)):  # greedy's nodes
             out.append(np.array(sorted(used.get(t, ())), dtype=np.int64))
             continue
         if cand.size == 0 or task.replicas == 1:
             nodes_needed = int(cand.size > 0)
         else:
             nodes_needed = math.ceil(task.replicas / max(1, int(np.median(task.max_per_node))))
+        if (not share or tight) and cand.size:  # left out by the greedy plan: the best-fit nodes its gang needs
+            out.append(np.sort(_ordered(problem, cand, ranking, ordered)[:nodes_needed]))
+            continue
         keep = (max(share, 2 * nodes_needed) if share >= MIN_PER_TASK else max(share, nodes_needed)) if share else 0
         if cand.size <= keep:
             out.append(cand)
@@ -78,7 +90,7 @@ def select(problem: Problem, baseline: Placement, max_pairs: int = MAX_PAIRS,
         spread = rest[np.linspace(0, rest.size - 1, num=min(rest.size, keep - best.size)).astype(int)]
         chosen |= set(best.tolist()) | set(spread.tolist())
         out.append(np.array(sorted(chosen), dtype=np.int64))
-    spare = max_pairs - sum(c.size for c in out)
+    spare = max_pairs - sum(c.size for t, c in enumerate(out) if not (tight and t in used))
     if spare > 0:
         out = _repairs(problem, baseline, out, spare, ranking, ordered, skip)
     out = coherent_candidates(problem, baseline.counts, out)  # gangs with topology: whole domains
@@ -105,27 +117,31 @@ def _repairs(problem: Problem, baseline: Placement, out: list[np.ndarray], spare
     if not waiting:
         return out
     waiting = sorted(waiting, key=lambda j: (-problem.jobs[j].priority, -problem.job_gpus(j), j))[:REPAIR_JOBS]
-    room = problem.free - baseline.usage(problem)  # what the greedy plan leaves
+    held = baseline.usage(problem)
+    room = problem.free - held  # what the greedy plan leaves
     exits_of: dict[int, list[int]] = {}
+    claimed = np.zeros(problem.n_nodes, dtype=bool)
     on_node: dict[int, list[int]] = {}
+    pods_of: dict[int, int] = {}
     for (t, n), k in sorted(baseline.counts.items()):
         if k:
             on_node.setdefault(n, []).append(t)
+            pods_of[t] = pods_of.get(t, 0) + k
     extra = [set(c.tolist()) for c in out]
     for j in waiting:
         for t in problem.job_tasks[j]:
             task = problem.tasks[t]
             needed = math.ceil(task.replicas / max(1, int(task.max_per_node.max())))
-            nodes = _ordered(problem, task.candidates, ranking, ordered)[: needed + REPAIR_NODES]
+            clearable = _repair_nodes(problem, task.candidates, task.demand, held, ranking, ordered)
+            nodes = clearable[~claimed[clearable]][: needed + REPAIR_NODES]
+            claimed[nodes] = True  # the next waiting job of this shape is offered other nodes to clear
             for n in nodes.tolist():
                 if n not in extra[t]:
                     extra[t].add(n)
                     spare -= 1
                 for other in on_node.get(n, []):
                     if other not in exits_of:
-                        spec = problem.tasks[other]
-                        exits = spec.candidates[np.all(room[spec.candidates] >= spec.demand, axis=1)]
-                        exits_of[other] = exits[np.argsort(room[exits, 0], kind="stable")][:REPAIR_EXITS].tolist()
+                        exits_of[other] = _exits(problem, other, room, pods_of.get(other, 0))
                     for e in exits_of[other]:
                         if e not in extra[other]:
                             extra[other].add(e)
@@ -133,6 +149,31 @@ def _repairs(problem: Problem, baseline: Placement, out: list[np.ndarray], spare
         if spare <= 0:
             break
     return [np.array(sorted(c), dtype=np.int64) for c in extra]
+
+
+def _exits(problem: Problem, t: int, room: np.ndarray, pods: int) -> list[int]:
+    """Nodes task t's pods may move out to, best fit first, REPAIR_EXITS of them; the room they would take
+    there is then held (`room` changes), so the pods of the next task cleared move elsewhere."""
+    spec = problem.tasks[t]
+    exits = spec.candidates[np.all(room[spec.candidates] >= spec.demand, axis=1)]
+    exits = exits[np.argsort(room[exits, 0], kind="stable")][:REPAIR_EXITS]
+    for n in exits.tolist():
+        if pods <= 0:
+            break
+        take = min(pods, int(np.min(room[n][spec.demand > 0] // spec.demand[spec.demand > 0]))
+                   if (spec.demand > 0).any() else pods)
+        room[n] -= spec.demand * take
+        pods -= take
+    return exits.tolist()
+
+
+def _repair_nodes(problem: Problem, cand: np.ndarray, demand: np.ndarray, held: np.ndarray, ranking: np.ndarray,
+                  cache: dict[int, np.ndarray]) -> np.ndarray:
+    """A waiting task's candidates where one pod fits once the greedy plan's pods there move out, fewest GPUs
+    to move first (then best fit): the nodes a repair can clear for it."""
+    order = _ordered(problem, cand, ranking, cache)
+    clearable = order[np.all(problem.free[order] >= demand, axis=1)]
+    return clearable[np.argsort(held[clearable, 0], kind="stable")]
 
 
 def _ordered(problem: Problem, cand: np.ndarray, ranking: np.ndarray, cache: dict[int, np.ndarray]) -> np.ndarray:

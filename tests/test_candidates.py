@@ -45,9 +45,11 @@ def test_repairs_offer_the_placed_pod_a_way_out_when_pairs_are_scarce() -> None:
     problem = screen.build_problem(req)
     base = greedy(problem, pricing.held_back(req, problem.nodes, problem.free))
     c = problem.node_index["c"]
-    trimmed = candidates.select(problem, base, max_pairs=4, min_per_task=1)
-    assert c not in trimmed[0].tolist()  # no pair to spare: the greedy plan's and best fits only
-    repaired = candidates.select(problem, base, max_pairs=5, min_per_task=1)
+    # fewer pairs than tasks: placed tasks keep the greedy plan's nodes (counted apart), the waiting gang its best
+    # fit, and repairs what is left
+    trimmed = candidates.select(problem, base, max_pairs=1, min_per_task=1)
+    assert trimmed[0].tolist() == [problem.node_index["a"]]  # no pair to spare: the greedy plan's node only
+    repaired = candidates.select(problem, base, max_pairs=2, min_per_task=1)
     assert c in repaired[0].tolist()  # the spare pair is the important gang's exit (b is 1 GPU short)
 
 
@@ -67,3 +69,40 @@ def test_zero_per_task_keeps_only_the_greedy_plans_pairs() -> None:
     base = greedy(problem, pricing.held_back(req, problem.nodes, problem.free))
     kept = candidates.select(problem, base, max_pairs=1, min_per_task=0)
     assert [c.tolist() for c in kept] == [[problem.node_index["a"]], [], [problem.node_index["b"]]]
+
+
+def _two_blocked_gangs() -> dict[str, Any]:
+    """Two important gangs that tolerate the taint take the two plain nodes first (best fit by index); two
+    waiting gangs fit only there. Moving the important ones to the tainted nodes places all four."""
+    tolerant = {"name": "main", "gpus": 8, "cpu": 8, "memory_gib": 64,
+                "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "inference",
+                                 "effect": "NoSchedule"}]}
+    plain = {"name": "main", "gpus": 8, "cpu": 8, "memory_gib": 64}
+    return {"cluster": {"nodes": [_node("a"), _node("b"), _node("c", taints=[INFERENCE]),
+                                  _node("d", taints=[INFERENCE])]},
+            "jobs": [{"name": "important-1", "priority": 100, "tasks": [tolerant]},
+                     {"name": "important-2", "priority": 100, "tasks": [tolerant]},
+                     {"name": "waiting-1", "priority": 10, "tasks": [plain]},
+                     {"name": "waiting-2", "priority": 10, "tasks": [plain]}],
+            "policy": {"time_limit_s": 5, "workers": 1, "deterministic": True}}
+
+
+def test_repairs_offer_waiting_gangs_of_one_shape_different_nodes_and_their_holders_different_exits() -> None:
+    req = parse(_two_blocked_gangs())
+    problem = screen.build_problem(req)
+    base = greedy(problem, pricing.held_back(req, problem.nodes, problem.free))
+    assert base.placed_jobs(problem) == {0, 1}
+    on = {t: n for (t, n), k in base.counts.items() if k}
+    chosen = candidates.select(problem, base, max_pairs=4, min_per_task=1)
+    waiting = [set(chosen[t].tolist()) for t in (2, 3)]
+    assert waiting[0] | waiting[1] == {on[0], on[1]}  # between them, both nodes the important gangs hold
+    assert waiting[0] != waiting[1]  # the second is not offered only the node the first one clears
+    exits = [set(chosen[t].tolist()) - {on[t]} for t in (0, 1)]
+    tainted = {problem.node_index["c"], problem.node_index["d"]}
+    assert exits[0] | exits[1] == tainted and exits[0] != exits[1]  # one way out each, not one for both
+
+
+def test_a_plan_with_scarce_pairs_repairs_both_gangs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Budget, "pairs", lambda self, reserve_s: 4)  # what a short time limit affords
+    result = plan(_two_blocked_gangs())
+    assert {a.job for a in result.assignments} == {"important-1", "important-2", "waiting-1", "waiting-2"}

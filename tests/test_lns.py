@@ -51,3 +51,43 @@ def test_node_groups_follow_racks() -> None:
     racks = [{problem.nodes[i].topology.rack for i in g.tolist()} for g in groups]
     assert all(len(r) == 1 for r in racks)
     assert sum(g.size for g in groups) == problem.n_nodes
+
+
+def test_repair_windows_come_first_most_valuable_waiting_job_first() -> None:
+    """A waiting job's repair window holds the nodes the model offers it, the jobs placed there and the nodes
+    the model offers those to move to; the most valuable waiting jobs are tried first."""
+    import numpy as np
+
+    from placement import candidates, pricing, screen
+    from placement import compile as compiler
+    from placement.baseline import greedy
+
+    node = {"gpu_model": "H100-SXM5-80GB", "gpus": 8, "cpu": 96, "memory_gib": 1024}
+    taint = {"key": "dedicated", "value": "inference", "effect": "NoSchedule"}
+    tolerant = {"name": "main", "gpus": 8, "cpu": 8, "memory_gib": 64,
+                "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "inference",
+                                 "effect": "NoSchedule"}]}
+    plain = {"name": "main", "gpus": 8, "cpu": 8, "memory_gib": 64}
+    req = parse({"cluster": {"nodes": [{"name": "a", **node}, {"name": "b", **node},
+                                       {"name": "c", **node, "taints": [taint]}]},
+                 "jobs": [{"name": "held", "priority": 100, "tasks": [tolerant]},
+                          {"name": "small", "priority": 10, "tasks": [{**plain, "gpus": 1}]},
+                          {"name": "big", "priority": 10, "tasks": [plain]},
+                          {"name": "filler", "priority": 100, "tasks": [{**plain, "gpus": 7}]}],
+                 "policy": {"time_limit_s": 5, "workers": 1, "deterministic": True}})
+    problem = screen.build_problem(req)
+    base = greedy(problem, pricing.held_back(req, problem.nodes, problem.free))
+    ctx = compiler.build(problem, candidates.select(problem, base, max_pairs=3, min_per_task=1))
+    job_of_task = np.array([t.job for t in problem.tasks])
+    cand = [np.asarray(c) for c in ctx.candidates]
+    waiting = sorted(set(range(len(problem.jobs))) - base.placed_jobs(problem))
+    targets = lns._targets(ctx, base, job_of_task, cand)
+    assert set(targets) <= set(waiting) and targets
+    ranks = [(-problem.jobs[j].priority, -lns._gpus(ctx, j)) for j in targets]
+    assert ranks == sorted(ranks)  # highest priority, then most GPUs first
+    window = lns._repair_window(ctx, base, targets[0], job_of_task, cand)
+    own = {int(n) for t in problem.job_tasks[targets[0]] for n in cand[t]}
+    assert own <= set(np.flatnonzero(window).tolist())
+    holders = {int(job_of_task[t]) for (t, n), k in base.counts.items() if k and n in own}
+    exits = {int(n) for h in holders for t in problem.job_tasks[h] for n in cand[t]}
+    assert exits <= set(np.flatnonzero(window).tolist())  # where the jobs in its way may move

@@ -7,6 +7,12 @@ at every scale. A window frees the pods of a few jobs on a few node groups; ever
 placement variable is fixed to its current value, so each step solves the *same* compiled model
 (every module's rules and terms included) with most of it decided, and presolve strips the fixed
 part in milliseconds. A step's result is kept only when the recomputed objective improves.
+
+Random windows rarely meet where a plan can gain on a big cluster: a valuable gang that waits because
+small jobs hold a few GPUs on each node it could use (measured at 4,096 nodes: the whole model's gain over
+the greedy plan was 12 more 8-GPU gangs, moving 16 of 6,015 placed jobs; at 12,500 nodes four random windows
+of 64 nodes found nothing). So the first windows are repairs, one per waiting job, most valuable first: the
+nodes the model offers it, the jobs placed there and the nodes the model offers those jobs to move to.
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ WHOLE_MODEL_SHARE = 0.6
 WINDOW_NODES = 64
 #: Pending jobs freed per window.
 WINDOW_JOBS = 150
+#: Nodes a repair window holds at most (the waiting job's own nodes first, then where their jobs may move).
+REPAIR_WINDOW_NODES = 4 * WINDOW_NODES
 #: Seconds per window; deterministic mode runs budget/STEP_S windows of DETERMINISTIC_STEP
 #: deterministic-time units each (one unit measured ~3-4 s of wall time here in interleaved mode).
 STEP_S = 1.0
@@ -80,6 +88,7 @@ def improve(ctx: ModelContext, start: Placement, policy: Policy, budget_s: float
     # deterministic mode: a fixed number of steps, each bounded by deterministic time
     max_steps = max(1, int(budget_s / STEP_S)) if policy.deterministic else None
     gap_stop = False
+    targets = _targets(ctx, current, job_of_task, cand_nodes)  # repairs first, most valuable waiting job first
     while not (stop is not None and stop.is_set()):
         if bound is not None and policy.relative_gap_limit > 0 and \
                 bound - score <= policy.relative_gap_limit * max(1.0, abs(bound)):
@@ -90,10 +99,18 @@ def improve(ctx: ModelContext, start: Placement, policy: Policy, budget_s: float
             break
         if max_steps is None and left < 0.2:
             break
-        window = np.zeros(problem.n_nodes, dtype=bool)
-        for g in rng.choice(len(groups), size=min(per_window, len(groups)), replace=False):
-            window[groups[g]] = True
-        jobs = _window_jobs(ctx, current, window, job_of_task, cand_nodes, rng)
+        placed_now = current.placed_jobs(problem) if targets else set()
+        while targets and targets[0] in placed_now:
+            targets.pop(0)  # placed by an earlier window
+        if targets:
+            target = targets.pop(0)
+            window = _repair_window(ctx, current, target, job_of_task, cand_nodes)
+            jobs = _window_jobs(ctx, current, window, job_of_task, cand_nodes, rng) | {target}
+        else:
+            window = np.zeros(problem.n_nodes, dtype=bool)
+            for g in rng.choice(len(groups), size=min(per_window, len(groups)), replace=False):
+                window[groups[g]] = True
+            jobs = _window_jobs(ctx, current, window, job_of_task, cand_nodes, rng)
         steps += 1
         if not jobs:
             continue
@@ -124,6 +141,51 @@ def improve(ctx: ModelContext, start: Placement, policy: Policy, budget_s: float
 
 def _score(ctx: ModelContext, values: dict[int, int]) -> float:
     return sum(ctx.objective.values(lambda v: values[v.index]).values())
+
+
+def _targets(ctx: ModelContext, current: Placement, job_of_task: np.ndarray, cand_nodes: list[np.ndarray]
+             ) -> list[int]:
+    """Waiting jobs the model offers a node, most valuable first: highest priority, then most GPUs, then the
+    request's order. Interchangeable jobs (the same shape, class and team) are tried once: a window that cannot
+    place one cannot place its classmate."""
+    problem = ctx.problem
+    placed = current.placed_jobs(problem)
+    offered = {int(job_of_task[t]) for t, c in enumerate(cand_nodes) if c.size}
+    seen: set[tuple[object, ...]] = set()
+    out = []
+    for j in sorted(offered - placed, key=lambda j: (-problem.jobs[j].priority, -_gpus(ctx, j), j)):
+        shape = (problem.jobs[j].priority, problem.job_team[j] if problem.job_team else -1,
+                 tuple((id(cand_nodes[t]), problem.tasks[t].demand.tobytes(), problem.tasks[t].replicas)
+                       for t in problem.job_tasks[j]))
+        if shape not in seen:
+            seen.add(shape)
+            out.append(j)
+    return out
+
+
+def _gpus(ctx: ModelContext, j: int) -> float:
+    problem = ctx.problem
+    return float(sum(problem.tasks[t].demand[0] * problem.tasks[t].replicas for t in problem.job_tasks[j]))
+
+
+def _repair_window(ctx: ModelContext, current: Placement, j: int, job_of_task: np.ndarray,
+                   cand_nodes: list[np.ndarray]) -> np.ndarray:
+    """The nodes a repair of waiting job j frees: the ones the model offers it, then the ones it offers the jobs
+    placed there to move to, up to REPAIR_WINDOW_NODES in that order."""
+    problem = ctx.problem
+    own = np.unique(np.concatenate([cand_nodes[t] for t in problem.job_tasks[j]]))
+    window = np.zeros(problem.n_nodes, dtype=bool)
+    window[own[:REPAIR_WINDOW_NODES]] = True
+    holders = sorted({int(job_of_task[t]) for (t, n), k in current.counts.items() if k and window[n]})
+    room = REPAIR_WINDOW_NODES - int(window.sum())
+    for h in holders:
+        if room <= 0:
+            break
+        for t in problem.job_tasks[h]:
+            exits = cand_nodes[t][~window[cand_nodes[t]]][:room]
+            window[exits] = True
+            room -= exits.size
+    return window
 
 
 def _window_jobs(ctx: ModelContext, current: Placement, window: np.ndarray, job_of_task: np.ndarray,

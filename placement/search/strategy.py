@@ -25,9 +25,9 @@ from placement.search import bound, lns, solve, warm
 from placement.solution import Placement
 from placement.teams import MILLI
 
-#: Decode and verify take about this many times the problem phase (3.0 at 12,500 nodes with the verifier's
-#: strict-priority and bandwidth checks: 1.65 s decode + 3.26 s verify after 1.65 s of problem).
-DECODE_PER_PROBLEM = 3.0
+#: Decode and verify take about this many times the problem phase (3.1-3.8 at 12,500 and 25,000 nodes: 1.7-2.2 s
+#: after 0.55-0.6 s of problem, 4.1 s after 1.3 s).
+DECODE_PER_PROBLEM = 3.5
 #: Share of the time limit the class relaxation's bound may take (it stops earlier when it meets the plan).
 BOUND_SHARE = 0.1
 
@@ -75,12 +75,16 @@ def run(ctx: ModelContext, baseline: Placement, budget: Budget, *,
 
     # The model's own bound covers the whole problem only when every task saw every node and one model
     # is solved; otherwise the class relaxation bounds it (placement.search.bound).
+    # A model that only scores the greedy plan still bounds it where the time left allows.
     relaxed = None
-    out_of_time = ctx.scores_only or (not policy.deterministic
-                                      and budget.left() <= reserve_s(ctx.problem, policy, budget))
-    if not out_of_time and (restricted or len(ctx.model.proto.variables) > lns.LNS_ABOVE):
-        relaxed = bound.relaxation(ctx, baseline_score, BOUND_SHARE * policy.time_limit_s
-                                   if not policy.deterministic else float("inf"))
+    reserve = reserve_s(ctx.problem, policy, budget)
+    out_of_time = ctx.scores_only or (not policy.deterministic and budget.left() <= reserve)
+    bound_s = float("inf") if policy.deterministic else BOUND_SHARE * policy.time_limit_s
+    if ctx.scores_only and not policy.deterministic:
+        bound_s = min(bound_s, budget.left() - reserve)
+    if (restricted or len(ctx.model.proto.variables) > lns.LNS_ABOVE) and (
+            not out_of_time or ctx.scores_only and bound_s > 0):
+        relaxed = bound.relaxation(ctx, baseline_score, bound_s)
         budget.lap("bound")
     proven = (relaxed is not None
               and relaxed.value - baseline_score <= policy.relative_gap_limit * abs(relaxed.value) + 1e-9)
@@ -246,11 +250,10 @@ def _search(ctx: ModelContext, policy: Policy, baseline: Placement, baseline_sco
 
 def reserve_s(problem: Problem, policy: Policy, budget: Budget | None = None) -> float:
     """Seconds kept after the search for decode, pending reasons and verify, which count against the limit
-    too: about 0.16 ms a pending job (measured 0.25-0.4 s at 1,024 nodes / 1,536 jobs; at 12,500 / 18,750 4.2 s
-    before the verifier's strict-priority and bandwidth checks, 3.7-4.9 s since, which DECODE_PER_PROBLEM
-    covers), at most half the limit. In wall-clock mode, also at least DECODE_PER_PROBLEM times what indexing the
-    request took, which follows the machine's speed and the request's shape."""
-    formula = 0.05 + 1.6e-4 * len(problem.jobs) + 4e-5 * problem.n_nodes
+    too: about 0.1 ms a pending job (measured 0.1 s at 1,024 nodes / 1,536 jobs, 1.7-2.2 s at 12,500 / 18,750,
+    4.1 s at 25,000 / 37,500), at most half the limit. In wall-clock mode, also at least DECODE_PER_PROBLEM times
+    what indexing the request took, which follows the machine's speed and the request's shape."""
+    formula = 0.05 + 1e-4 * len(problem.jobs) + 4e-5 * problem.n_nodes
     if budget is not None and not budget.deterministic:
         formula = max(formula, DECODE_PER_PROBLEM * budget.phases.get("problem", 0.0))
     return min(0.5 * policy.time_limit_s, formula)
