@@ -92,7 +92,7 @@ def select(problem: Problem, baseline: Placement, max_pairs: int = MAX_PAIRS,
         out.append(np.array(sorted(chosen), dtype=np.int64))
     spare = max_pairs - sum(c.size for t, c in enumerate(out) if not (tight and t in used))
     if spare > 0:
-        out = _repairs(problem, baseline, out, spare, ranking, ordered, skip)
+        out = _repairs(problem, baseline, out, spare, ranking, ordered, skip, tight)
     out = coherent_candidates(problem, baseline.counts, out)  # gangs with topology: whole domains
     return [_NONE if t in skip else c for t, c in enumerate(out)]
 
@@ -106,11 +106,18 @@ REPAIR_JOBS = 256
 
 
 def _repairs(problem: Problem, baseline: Placement, out: list[np.ndarray], spare: int, ranking: np.ndarray,
-             ordered: dict[int, np.ndarray], skip: frozenset[int]) -> list[np.ndarray]:
+             ordered: dict[int, np.ndarray], skip: frozenset[int], tight: bool = False) -> list[np.ndarray]:
     """Spend `spare` pairs where the greedy plan is weakest: the most valuable waiting jobs (priority,
     then GPUs) get their best-fit nodes, and the pods the greedy plan put on those nodes get nodes with
     room left after it, to move out to. A share of nodes per task rarely holds such a swap: the
-    waiting gang's nodes are full, and the pods there only see their own best fits, full too."""
+    waiting gang's nodes are full, and the pods there only see their own best fits, full too.
+
+    `tight` (fewer pairs than tasks: placed tasks see only their greedy nodes): then each waiting job is offered
+    the nodes it fits once the greedy plan's pods there move out, fewest GPUs to move first and none offered to
+    an earlier waiting job, and each blocker's exits hold the room its pods would take there, so that waiting
+    gangs of one shape are not all offered the same few nodes and blockers the same few exits (measured at
+    12,500 nodes: without this, every blocked 8-GPU gang was offered the same three nodes). With pairs to spare
+    the best-fit nodes do (more repair pairs there only slowed the whole model's search: gangs-L)."""
     placed = baseline.placed_jobs(problem)
     waiting = [j for j in range(len(problem.jobs)) if j not in placed
                and all(problem.tasks[t].candidates.size and t not in skip for t in problem.job_tasks[j])]
@@ -132,16 +139,19 @@ def _repairs(problem: Problem, baseline: Placement, out: list[np.ndarray], spare
         for t in problem.job_tasks[j]:
             task = problem.tasks[t]
             needed = math.ceil(task.replicas / max(1, int(task.max_per_node.max())))
-            clearable = _repair_nodes(problem, task.candidates, task.demand, held, ranking, ordered)
-            nodes = clearable[~claimed[clearable]][: needed + REPAIR_NODES]
-            claimed[nodes] = True  # the next waiting job of this shape is offered other nodes to clear
+            if tight:
+                clearable = _repair_nodes(problem, task.candidates, task.demand, held, ranking, ordered)
+                nodes = clearable[~claimed[clearable]][: needed + REPAIR_NODES]
+                claimed[nodes] = True  # the next waiting job of this shape is offered other nodes to clear
+            else:
+                nodes = _ordered(problem, task.candidates, ranking, ordered)[: needed + REPAIR_NODES]
             for n in nodes.tolist():
                 if n not in extra[t]:
                     extra[t].add(n)
                     spare -= 1
                 for other in on_node.get(n, []):
                     if other not in exits_of:
-                        exits_of[other] = _exits(problem, other, room, pods_of.get(other, 0))
+                        exits_of[other] = _exits(problem, other, room, pods_of.get(other, 0) if tight else 0)
                     for e in exits_of[other]:
                         if e not in extra[other]:
                             extra[other].add(e)
@@ -152,8 +162,9 @@ def _repairs(problem: Problem, baseline: Placement, out: list[np.ndarray], spare
 
 
 def _exits(problem: Problem, t: int, room: np.ndarray, pods: int) -> list[int]:
-    """Nodes task t's pods may move out to, best fit first, REPAIR_EXITS of them; the room they would take
-    there is then held (`room` changes), so the pods of the next task cleared move elsewhere."""
+    """Nodes task t's pods may move out to, best fit first, REPAIR_EXITS of them; the room its `pods` (the ones
+    the greedy plan placed) would take there is then held (`room` changes), so the pods of the next task
+    cleared move elsewhere."""
     spec = problem.tasks[t]
     exits = spec.candidates[np.all(room[spec.candidates] >= spec.demand, axis=1)]
     exits = exits[np.argsort(room[exits, 0], kind="stable")][:REPAIR_EXITS]

@@ -91,3 +91,35 @@ def test_repair_windows_come_first_most_valuable_waiting_job_first() -> None:
     holders = {int(job_of_task[t]) for (t, n), k in base.counts.items() if k and n in own}
     exits = {int(n) for h in holders for t in problem.job_tasks[h] for n in cand[t]}
     assert exits <= set(np.flatnonzero(window).tolist())  # where the jobs in its way may move
+
+
+def test_the_window_kind_that_gains_more_runs_next() -> None:
+    gains, tries = {"repair": 0.0, "random": 0.0}, {"repair": 0, "random": 0}
+    assert lns._repair_next(gains, tries, 0)  # a repair first
+    tries["repair"] = 1
+    assert not lns._repair_next(gains, tries, 1)  # then a random window
+    tries["random"] = 1
+    assert lns._repair_next(gains, tries, 2) and not lns._repair_next(gains, tries, 3)  # tied: alternate
+    gains["random"] = 5.0
+    assert not lns._repair_next(gains, tries, 2)  # random windows gain more
+    gains["repair"], tries["repair"] = 12.0, 2
+    assert lns._repair_next(gains, tries, 3)  # 6 a repair against 5 a random window
+
+
+@pytest.mark.usefixtures("windows_always")
+def test_a_window_plan_the_caller_refuses_is_not_kept() -> None:
+    """The caller's rule decides too (strict classes refuse a plan that gives up a higher class): a window
+    that scores higher but is refused leaves the plan as it was."""
+    from placement import api
+    from placement.budget import Budget
+    from placement.search.strategy import placement_from
+
+    req = parse(_request(2))
+    budget = Budget(2.0, True)
+    front = api._front(req, budget)
+    ctx, _, _, _ = api._first_model(req, front, budget)
+    kept = lns.improve(ctx, front.baseline, req.policy, 2.0, lambda v: placement_from(ctx, v))
+    refused = lns.improve(ctx, front.baseline, req.policy, 2.0, lambda v: placement_from(ctx, v),
+                          accept=lambda plan, values: False)
+    assert kept.improved > 0  # the windows find better plans here
+    assert refused.improved == 0 and refused.placement is front.baseline

@@ -227,8 +227,14 @@ def _search(ctx: ModelContext, policy: Policy, baseline: Placement, baseline_sco
             time.perf_counter() - budget.start)
 
     def windows(share: float) -> tuple[solve.SolveResult, Placement, str]:
+        accept = None
+        if policy.priority_mode == "strict":  # each window's plan, not only the last, keeps the greedy's tiers
+            base_values = ctx.assignment_of(baseline)
+
+            def accept(plan: Placement, values: dict[int, int]) -> bool:
+                return not _trades_down(ctx, plan, values, baseline, base_values)
         found = lns.improve(ctx, baseline, policy, remaining(share), lambda v: placement_from(ctx, v),
-                            stop=stop, log=log, bound=bound)
+                            stop=stop, log=log, bound=bound, accept=accept)
         result = solve.SolveResult("LNS", None, found.score, None, found.wall_s, mode, gap_stop=found.gap_stop)
         return result, found.placement, "solver" if found.improved else "baseline"
 
