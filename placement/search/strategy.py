@@ -94,6 +94,9 @@ def run(ctx: ModelContext, baseline: Placement, budget: Budget, *,
                                    "deterministic" if policy.deterministic else "wall-clock")
         chosen, winner, search = baseline, "baseline", "none"
         note = ("the greedy plan is within the gap limit of the bound; no search needed" if proven else
+                f"the greedy plan, scored by a model of its own pairs{' and bounded' if relaxed else ''}: the time "
+                f"left after it could not pay for a search and for decode and verify ({budget.used():.2f} s of "
+                f"the {policy.time_limit_s:g} s limit gone)" if ctx.scores_only else
                 f"the greedy plan: {budget.used():.2f} s of the {policy.time_limit_s:g} s limit were gone before "
                 "the search, and decode and verify need the rest")
     else:
