@@ -57,6 +57,7 @@ def select(problem: Problem, baseline: Placement, max_pairs: int = MAX_PAIRS,
     # for each placed task buys little, so placed tasks keep their greedy nodes, waiting ones the nodes their
     # gang needs, and repairs get the rest (the greedy plan's own pairs are counted apart)
     tight = share == 0 and min_per_task == 1 and not each_task_seen
+    aimed = share < MIN_PER_TASK  # a short share per task: repairs must aim (`_repairs`)
     if share < MIN_PER_TASK:
         share = int((1 - REPAIR_SHARE) * max(0, shared)) // live
     share = max(min_per_task, share)
@@ -92,7 +93,7 @@ def select(problem: Problem, baseline: Placement, max_pairs: int = MAX_PAIRS,
         out.append(np.array(sorted(chosen), dtype=np.int64))
     spare = max_pairs - sum(c.size for t, c in enumerate(out) if not (tight and t in used))
     if spare > 0:
-        out = _repairs(problem, baseline, out, spare, ranking, ordered, skip, tight)
+        out = _repairs(problem, baseline, out, spare, ranking, ordered, skip, aimed)
     out = coherent_candidates(problem, baseline.counts, out)  # gangs with topology: whole domains
     return [_NONE if t in skip else c for t, c in enumerate(out)]
 
@@ -106,18 +107,19 @@ REPAIR_JOBS = 256
 
 
 def _repairs(problem: Problem, baseline: Placement, out: list[np.ndarray], spare: int, ranking: np.ndarray,
-             ordered: dict[int, np.ndarray], skip: frozenset[int], tight: bool = False) -> list[np.ndarray]:
+             ordered: dict[int, np.ndarray], skip: frozenset[int], aimed: bool = False) -> list[np.ndarray]:
     """Spend `spare` pairs where the greedy plan is weakest: the most valuable waiting jobs (priority,
     then GPUs) get their best-fit nodes, and the pods the greedy plan put on those nodes get nodes with
     room left after it, to move out to. A share of nodes per task rarely holds such a swap: the
     waiting gang's nodes are full, and the pods there only see their own best fits, full too.
 
-    `tight` (fewer pairs than tasks: placed tasks see only their greedy nodes): then each waiting job is offered
-    the nodes it fits once the greedy plan's pods there move out, fewest GPUs to move first and none offered to
-    an earlier waiting job, and each blocker's exits hold the room its pods would take there, so that waiting
-    gangs of one shape are not all offered the same few nodes and blockers the same few exits (measured at
-    12,500 nodes: without this, every blocked 8-GPU gang was offered the same three nodes). With pairs to spare
-    the best-fit nodes do (more repair pairs there only slowed the whole model's search: gangs-L)."""
+    `aimed` (each task's share of the pairs below MIN_PER_TASK, so a placed task sees few nodes beyond its
+    own): then each waiting job is offered the nodes it fits once the greedy plan's pods there move out, fewest
+    GPUs to move first and none offered to an earlier waiting job, and each blocker's exits hold the room its
+    pods would take, so that waiting gangs of one shape are not all offered the same few nodes and blockers the
+    same few exits (measured at 12,500 nodes: every blocked 8-GPU gang was offered the same three nodes; at
+    4,096 the gap to the bound went from 0.08-0.56 % to < 0.0001 %). With pairs to spare the best-fit nodes do
+    (more repair pairs there only slowed the whole model's search: gangs-L, 256 nodes)."""
     placed = baseline.placed_jobs(problem)
     waiting = [j for j in range(len(problem.jobs)) if j not in placed
                and all(problem.tasks[t].candidates.size and t not in skip for t in problem.job_tasks[j])]
@@ -139,7 +141,7 @@ def _repairs(problem: Problem, baseline: Placement, out: list[np.ndarray], spare
         for t in problem.job_tasks[j]:
             task = problem.tasks[t]
             needed = math.ceil(task.replicas / max(1, int(task.max_per_node.max())))
-            if tight:
+            if aimed:
                 clearable = _repair_nodes(problem, task.candidates, task.demand, held, ranking, ordered)
                 nodes = clearable[~claimed[clearable]][: needed + REPAIR_NODES]
                 claimed[nodes] = True  # the next waiting job of this shape is offered other nodes to clear
@@ -151,7 +153,7 @@ def _repairs(problem: Problem, baseline: Placement, out: list[np.ndarray], spare
                     spare -= 1
                 for other in on_node.get(n, []):
                     if other not in exits_of:
-                        exits_of[other] = _exits(problem, other, room, pods_of.get(other, 0) if tight else 0)
+                        exits_of[other] = _exits(problem, other, room, pods_of.get(other, 0) if aimed else 0)
                     for e in exits_of[other]:
                         if e not in extra[other]:
                             extra[other].add(e)
