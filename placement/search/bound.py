@@ -158,10 +158,11 @@ class _Relaxed:
         else:
             cls_of = np.zeros(problem.n_nodes, dtype=np.int64)
         n_cls = int(cls_of.max()) + 1 if problem.n_nodes else 0
-        class_cap = np.zeros((n_cls, 3))
-        np.add.at(class_cap, cls_of, cap)
-        pods_cap = np.zeros((len(kinds), n_cls))
-        np.add.at(pods_cap.T, cls_of, members.T)
+        # sums per class by bincount (ufunc.at took 0.1 s at 12,500 nodes)
+        class_cap = np.stack([np.bincount(cls_of, weights=cap[:, d], minlength=n_cls) for d in range(3)], axis=1) \
+            if n_cls else np.zeros((0, 3))
+        pods_cap = np.array([np.bincount(cls_of, weights=row, minlength=n_cls) for row in members],
+                            dtype=float).reshape(len(kinds), n_cls)
         demand = np.array([problem.tasks[t].demand for t in kinds], dtype=float).reshape(len(kinds), 3)
         task_kind = np.full(len(problem.tasks), -1, dtype=np.int64)
         for k, tasks in enumerate(kind_of):
@@ -212,8 +213,7 @@ class _Relaxed:
         worth = self.per_job + _sum_by(self.task_job, gain, n_jobs)
         chosen = worth > 0
         taken = chosen[self.task_job] & self.has_kind & (whole_task | (net > 0))
-        wanted = np.zeros(n_kinds)
-        np.add.at(wanted, kind[taken], self.replicas[taken])
+        wanted = np.bincount(kind[taken], weights=self.replicas[taken], minlength=n_kinds).astype(float)
         # Pods of a kind spread over every class at its lowest price, by room: ties are the rule (equal
         # prices at the start), and piling a kind onto one of them makes the descent zigzag. Any split
         # is a valid direction; the bound itself only needs the lowest price.
@@ -230,7 +230,7 @@ def _sum_by(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
     """Σ values per index, where −inf stays −inf (bincount would turn it into nan with any +finite)."""
     out = np.zeros(size)
     finite = np.isfinite(values)
-    np.add.at(out, index[finite], values[finite])
+    out += np.bincount(index[finite], weights=values[finite], minlength=size)
     out[np.unique(index[~finite])] = -np.inf
     return out
 
