@@ -11,10 +11,11 @@ part in milliseconds. A step's result is kept only when the recomputed objective
 Random windows rarely meet where a plan can gain on a big cluster: a valuable gang that waits because
 small jobs hold a few GPUs on each node it could use (measured at 4,096 nodes: the whole model's gain over
 the greedy plan was 12 more 8-GPU gangs, moving 16 of 6,015 placed jobs; at 12,500 nodes four random windows
-of 64 nodes found nothing). So the first windows are repairs, one per waiting job, most valuable first: the
-nodes the model offers it, the jobs placed there and the nodes the model offers those jobs to move to. After
-one repair and one random window, the kind that gained more per window runs next (on the mig-XL library
-instance random windows gain everywhere and repairs little; at 12,500 generated nodes the reverse).
+of 64 nodes found nothing). So windows are also repairs, one per waiting job, most valuable first: the
+nodes the model offers it, the jobs placed there and the nodes the model offers those jobs to move to. The
+first window is a repair and the second a random one; after that the kind that gained more per window runs
+next (on the mig-XL library instance random windows gain everywhere and repairs little; at 12,500 generated
+nodes the reverse).
 """
 
 from __future__ import annotations

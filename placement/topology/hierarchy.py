@@ -8,6 +8,7 @@ domains per node, which the compiler turns into one boolean per (job, domain).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -119,8 +120,7 @@ def _check_names(names: Sequence[str], levels: Sequence[str]) -> None:
     if len(set(levels)) != len(levels) or ROOT in levels:
         raise ValueError(f"hierarchy levels must be distinct and not {ROOT!r}: {levels}")
     if len(set(names)) != len(names):
-        seen: set[str] = set()
-        twice = sorted({name for name in names if name in seen or seen.add(name)})  # type: ignore[func-returns-value]
+        twice = sorted(name for name, count in Counter(names).items() if count > 1)
         raise ValueError(f"hierarchy: nodes listed twice: {twice}")
     if ROOT in names:
         raise ValueError(f"hierarchy: a node may not be named {ROOT!r} (the root)")
