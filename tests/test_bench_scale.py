@@ -64,6 +64,8 @@ def test_the_plot_is_written_when_matplotlib_is_there(bench: dict[str, Any]) -> 
     (["--sizes", "0,8"], "--sizes"),
     (["--sizes", "8", "--time-limit", "0"], "--time-limit"),
     (["--sizes", "8", "--seeds", "x"], "--seeds"),
+    (["--sizes", "8", "--changes", "0.1,2"], "--changes"),
+    (["--sizes", "8", "--changes", "a"], "--changes"),
 ])
 def test_bad_options_exit_2_naming_the_option(argv: list[str], option: str,
                                               capsys: pytest.CaptureFixture[str]) -> None:
@@ -85,3 +87,12 @@ def test_a_child_killed_or_out_of_time_is_a_failed_row_not_a_crash(monkeypatch: 
     monkeypatch.setattr(scale, "HARD_TIMEOUT_EXTRA_S", -2.8)  # 3 × 1 s − 2.8 s: killed after 0.2 s
     row = scale.run_one(8, 1.5, 1, 1.0, 1)
     assert "hard timeout" in row["error"]
+
+
+def test_changes_are_planned_against_the_kept_state_after_the_full_call(capsys: pytest.CaptureFixture[str]) -> None:
+    row = scale.run_one(16, 1.5, 1, 1.0, 1, changes=[0.05, 0.5])
+    assert "error" not in row and row["verified"]
+    assert [c["share"] for c in row["changes"]] == [0.05, 0.5]
+    assert all(c["whole_call_s"] > 0 and c["status"] and "problem" in c["phases"] for c in row["changes"])
+    table = scale.format_changes([row])
+    assert "| change % |" in table and "|       50 |" in table

@@ -77,7 +77,9 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     data["policy"] = {**data.get("policy", {}), "time_limit_s": spec["time_limit_s"], "workers": spec["workers"]}
     t1 = time.perf_counter()
     request = parse(data)
-    del data
+    changes = spec.get("changes") or []
+    if not changes:
+        del data  # kept only to derive the changes from
     t2 = time.perf_counter()
     setup_mb = _peak_rss_mb()[0]
     result = plan(request)
@@ -87,6 +89,7 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     peak_mb, ru_mb, source = _peak_rss_mb()
     s = result.solver
     return {
+        "changes": _change_calls(request, data, changes, spec["seed"]) if changes else [],
         "gpus": sum(n.gpus for n in request.cluster.nodes),
         "jobs": len(request.jobs),
         "generate_s": round(t1 - t0, 4),
@@ -119,6 +122,25 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _change_calls(request: Any, data: dict[str, Any], shares: list[float], seed: int) -> list[dict[str, Any]]:
+    """After the full call (its peak memory already read), each change a loop would send (`share` of the pending
+    jobs replaced, `share` of the nodes relabelled: placement.bench.changes) planned against the kept request
+    (placement.states), one call each, against the same base."""
+    from placement.bench.changes import change_of
+    from placement.states import States
+
+    store = States()
+    base = store.put(request)
+    out = []
+    for share in shares:
+        change = change_of(data, share, base, seed)
+        t0 = time.perf_counter()
+        planned = store.plan_change(change)
+        out.append({"share": share, "whole_call_s": round(time.perf_counter() - t0, 4),
+                    "status": planned.plan.solver.status, "phases": dict(planned.plan.solver.phases)})
+    return out
+
+
 def child(spec_json: str) -> int:
     """The child process's main: one measurement as a MARKER line on stdout; exit 1 on an exception."""
     try:
@@ -137,13 +159,16 @@ def hard_timeout_s(time_limit_s: float) -> float:
     return HARD_TIMEOUT_FACTOR * time_limit_s + HARD_TIMEOUT_EXTRA_S
 
 
-def run_one(nodes: int, jobs_per_node: float, seed: int, time_limit_s: float, workers: int) -> dict[str, Any]:
-    """One row: the child's measurements, or an ``error`` when it raised, was killed or ran out of time."""
+def run_one(nodes: int, jobs_per_node: float, seed: int, time_limit_s: float, workers: int,
+            changes: Sequence[float] = ()) -> dict[str, Any]:
+    """One row: the child's measurements, or an ``error`` when it raised, was killed or ran out of time. With
+    `changes`, the child also plans a change of each share against the kept request (`changes` in the row)."""
     jobs = round(jobs_per_node * nodes)
-    spec = {"nodes": nodes, "jobs": jobs, "seed": seed, "time_limit_s": time_limit_s, "workers": workers}
+    spec = {"nodes": nodes, "jobs": jobs, "seed": seed, "time_limit_s": time_limit_s, "workers": workers,
+            "changes": list(changes)}
     row: dict[str, Any] = {"nodes": nodes, "seed": seed, "jobs": jobs, "gpus": None, "time_limit_s": time_limit_s,
                            "workers": workers}
-    limit = hard_timeout_s(time_limit_s)
+    limit = hard_timeout_s(time_limit_s) * (1 + len(changes))
     start = time.perf_counter()
     try:
         done = subprocess.run([sys.executable, "-c", CHILD_CODE, json.dumps(spec)], capture_output=True, text=True,
@@ -251,6 +276,21 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
         "classes (placement.search.bound). peak RSS: the child's own high-water mark.",
     ]
     out += [f"error at {r['nodes']} nodes, seed {r['seed']}: {r['error']}" for r in rows if r.get("error")]
+    return "\n".join(out)
+
+
+def format_changes(rows: Sequence[dict[str, Any]]) -> str:
+    """The change calls as a Markdown table: per row and share, the whole call against the full one."""
+    head = ["nodes", "seed", "change %", "whole call s", "full call s", "problem s", "greedy s", "decode s",
+            "verify s", "status"]
+    body = [[f"{r['nodes']}", f"{r['seed']}", f"{100 * c['share']:g}", f"{c['whole_call_s']:.2f}",
+             f"{r['whole_call_s']:.2f}", *(f"{c['phases'].get(k, 0.0):.2f}" for k in ("problem", "greedy", "decode",
+                                                                                      "verify")), c["status"]]
+            for r in rows if not r.get("error") for c in r.get("changes", [])]
+    out = markdown(head, body, left={"status"})
+    out += ["", "change: that share of the pending jobs replaced by new ones and of the nodes relabelled, sent "
+                "against the request the child kept (placement.states), each against the same base; whole call: "
+                "apply the change, then plan() the request it makes."]
     return "\n".join(out)
 
 
@@ -371,6 +411,17 @@ def _ints(text: str, option: str, least: int, example: str) -> list[int]:
     return out
 
 
+def _shares(text: str) -> list[float]:
+    """``0.001,0.01`` as shares in (0, 1]; ValueError naming --changes otherwise (empty: none)."""
+    try:
+        out = [float(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        raise ValueError(f"--changes: {text!r} is not a comma-separated list of shares (e.g. 0.001,0.01)") from None
+    if any(not 0 < x <= 1 for x in out):
+        raise ValueError(f"--changes: {text!r}: each share must be above 0 and at most 1")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """``placement bench scale``: one fresh process per (size, seed), a Markdown table, the slope, JSON, PNG."""
     ap = argparse.ArgumentParser(prog="placement bench scale", description=DESCRIPTION)
@@ -382,6 +433,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2, help="policy.workers, CP-SAT threads (default: 2)")
     ap.add_argument("--plot", type=Path, default=None, help="write time and memory against nodes as a PNG here")
     ap.add_argument("--json", type=Path, default=None, help="also write the rows and the slope as JSON here")
+    ap.add_argument("--changes", default="", help="after each full call, plan changes of these shares of jobs and "
+                    "nodes against the kept state (placement.states), e.g. 0.001,0.01,0.1")
     args = ap.parse_args(argv)
     try:
         sizes = _ints(args.sizes, "--sizes", 1, "1024,4096")
@@ -392,6 +445,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--workers: {args.workers} must be within 1..64")
         if not (args.jobs_per_node >= 0 and math.isfinite(args.jobs_per_node)):
             raise ValueError(f"--jobs-per-node: {args.jobs_per_node:g} must be 0 or more")
+        changes = _shares(args.changes)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -399,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for nodes in sizes:
         for seed in seeds:
-            row = run_one(nodes, args.jobs_per_node, seed, args.time_limit, args.workers)
+            row = run_one(nodes, args.jobs_per_node, seed, args.time_limit, args.workers, changes)
             rows.append(row)
             said = (f"failed: {row['error']}" if row.get("error") else
                     f"{row['whole_call_s']:.2f} s, {row['peak_rss_mb']:.0f} MB, {row['status']}")
@@ -408,6 +462,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"placement bench scale: {args.jobs_per_node:g} jobs per node, time limit {args.time_limit:g} s, "
           f"{args.workers} workers, seeds {args.seeds}")
     print(format_table(rows))
+    if changes:
+        print()
+        print(format_changes(rows))
     slope = fit(rows)
     print()
     print(format_fit(slope))
