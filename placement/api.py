@@ -188,14 +188,10 @@ def first_model(request: PlacementRequest | dict[str, Any]) -> tuple[compiler.Mo
     return ctx, front.baseline
 
 
-def _plan(req: PlacementRequest, log: Callable[[str], None] | None, stop: threading.Event | None) -> Plan:
-    budget = Budget(req.policy.time_limit_s, req.policy.deterministic)
-    # 1. Front: the request indexed and screened, reservations attached, the greedy floor.
-    front = _front(req, budget)
+def _searched(req: PlacementRequest, front: _Front, budget: Budget, log: Callable[[str], None] | None,
+              stop: threading.Event | None) -> search.Found:
+    """Phases 2-3: the first model, its search, and further rounds while they pay."""
     problem = front.problem
-
-    # 2-3. Size and compile (`_first_model`), search; while rounds pay, trim again around the last plan (the
-    #    repairs now aim at what still waits) and solve again.
     ctx, reserve, limits, idle = _first_model(req, front, budget)
     found = search.run(ctx, front.baseline, budget, log=log, stop=stop)
     rounds, improved, last_s = 1, True, None
@@ -209,6 +205,22 @@ def _plan(req: PlacementRequest, log: Callable[[str], None] | None, stop: thread
         found = again if improved else found
     if rounds > 1:
         found = replace(found, stats=found.stats.model_copy(update={"rounds": rounds}))
+    return found
+
+
+def _plan(req: PlacementRequest, log: Callable[[str], None] | None, stop: threading.Event | None) -> Plan:
+    budget = Budget(req.policy.time_limit_s, req.policy.deterministic)
+    # 1. Front: the request indexed and screened, reservations attached, the greedy floor.
+    front = _front(req, budget)
+    problem = front.problem
+
+    # 2-3. Size and compile (`_first_model`), search; while rounds pay, trim again around the last plan (the
+    #    repairs now aim at what still waits) and solve again. Without time even for the model that scores the
+    #    greedy plan, that plan goes out as it is, unscored (the limit is a promise for the whole call).
+    if budget.scoring_pays(search.reserve_s(problem, req.policy, budget), len(problem.tasks)):
+        found = _searched(req, front, budget, log, stop)
+    else:
+        found = search.unscored(front.baseline, budget, req.policy)
 
     # 4. Arrival order restored among interchangeable jobs (rounding ties go to the oldest).
     ordered, terms = dominance.in_arrival_order(problem, found.placement, found.terms)

@@ -83,6 +83,12 @@ class Budget:
         left = self.limit_s if self.deterministic else self.left()
         return left - reserve_s - pairs / PAIRS_PER_S >= MIN_SEARCH_SHARE * self.limit_s
 
+    def scoring_pays(self, reserve_s: float, pairs: int) -> bool:
+        """Is there time to compile the model that only scores the greedy plan (`pairs`, at PAIRS_PER_S) and keep
+        `reserve_s` for decode and verify? Deterministic mode counts from the limit alone."""
+        left = self.limit_s if self.deterministic else self.left()
+        return left - reserve_s - pairs / PAIRS_PER_S >= 0
+
     def round_pays(self, reserve_s: float, mean_s: float, last_s: float) -> bool:
         """Is there time for another round of trimming and solving? ROUND_MARGIN times the mean round so far,
         and times the last round, still left after `reserve_s`. Never in deterministic mode, where no

@@ -228,8 +228,10 @@ def summary(plan: Plan) -> str:
         f", {_count(instance, 'shared-instance pod')}" if instance else "")
     s = plan.solver
     gap = "n/a" if s.gap is None else f"{100 * s.gap:.2f}% (to the {s.bound_kind} bound)"
+    # an unscored plan (no time for the model that scores it) claims no objective
+    objective = _num(plan.objective.total) if s.objective is not None or plan.objective.terms else "n/a (unscored)"
     lines = [
-        f"status {plan.status} ({s.mode}, winner: {s.winner}); objective {_num(plan.objective.total)} "
+        f"status {plan.status} ({s.mode}, winner: {s.winner}); objective {objective} "
         f"(greedy {_num(s.baseline_objective)}); gap {gap}",
         f"placed {_count(len(jobs), 'job')}, {_count(len(plan.assignments), 'pod')}, {gpus}; "
         f"pending {_count(len(plan.pending), 'job')}",

@@ -489,11 +489,11 @@ def test_greedy_plan_is_the_floor_the_solver_starts_from() -> None:
 
 
 def test_with_no_time_to_search_the_greedy_plan_is_scored_not_searched() -> None:
-    """Deterministic mode sizes from the limit alone: 0.01 s cannot compile 150 tasks' pairs and leave a search
-    its share, so the model only scores the greedy plan (no CP-SAT objective, no dominance); the plan is that
-    greedy plan, scored term by term and verified."""
+    """Deterministic mode sizes from the limit alone: 0.02 s can compile the 150 tasks' greedy pairs but not the
+    affordable ones too and leave a search its share, so the model only scores the greedy plan (no CP-SAT
+    objective, no dominance); the plan is that greedy plan, scored term by term and verified."""
     req = generate(64, 150, seed=1)
-    req["policy"] = {"time_limit_s": 0.01, "workers": 1, "deterministic": True}
+    req["policy"] = {"time_limit_s": 0.02, "workers": 1, "deterministic": True}
     plan = placement.plan(req)
     greedy = placement.greedy_plan(req)
     assert plan.solver.search == "none" and plan.solver.winner == "baseline"
@@ -502,3 +502,16 @@ def test_with_no_time_to_search_the_greedy_plan_is_scored_not_searched() -> None
     assert placement.verify(PlacementRequest.model_validate(req), plan) == []
     longer = placement.plan({**req, "policy": {**req["policy"], "time_limit_s": 2.0}})
     assert longer.solver.search != "none"  # the same request with time to search searches
+
+
+def test_with_no_time_to_score_the_greedy_plan_goes_out_unscored_and_verified() -> None:
+    """0.01 s cannot even pay for the model that scores 150 tasks: the greedy plan goes out as it is (the limit is
+    a promise for the whole call), without a score, as `greedy_plan` gives it, and every hard rule verified."""
+    req = generate(64, 150, seed=1)
+    req["policy"] = {"time_limit_s": 0.01, "workers": 1, "deterministic": True}
+    plan = placement.plan(req)
+    greedy = placement.greedy_plan(req)
+    assert plan.solver.search == "none" and plan.solver.objective is None and "unscored" in (plan.solver.note or "")
+    assert not plan.objective.terms and plan.objective.total == 0 and plan.status == "feasible"
+    assert {(a.job, a.node) for a in plan.assignments} == {(a.job, a.node) for a in greedy.assignments}
+    assert placement.verify(PlacementRequest.model_validate(req), plan) == []

@@ -56,3 +56,9 @@ def test_a_search_pays_only_with_a_share_of_the_limit_left_after_its_compile() -
     assert not budget.search_pays(1.5, pairs)  # nothing left
     assert not budget.search_pays(1.5 - MIN_SEARCH_SHARE * 2.0 + 0.01, pairs)  # just short of the share
     assert not Budget(1.0, start=time.perf_counter() - 5.0).search_pays(0.0, 0)  # wall clock: past the limit
+
+
+def test_scoring_pays_while_the_greedy_pairs_compile_within_the_time_left_after_the_reserve() -> None:
+    budget = Budget(1.0, deterministic=True)
+    assert budget.scoring_pays(0.5, int(PAIRS_PER_S * 0.4))  # 1 - 0.5 - 0.4 ≥ 0
+    assert not budget.scoring_pays(0.5, int(PAIRS_PER_S * 0.6))

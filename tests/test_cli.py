@@ -511,3 +511,15 @@ def test_an_endless_input_is_cut_at_the_cap(capsys: pytest.CaptureFixture[str],
     monkeypatch.setenv("PLACEMENT_MAX_INPUT_BYTES", "1000")
     assert main(["solve", "/dev/zero"]) == 2
     assert "the limit is 1000" in capsys.readouterr().err
+
+
+def test_solve_says_a_plan_without_time_to_score_it_is_unscored(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from placement.generate import generate
+
+    req = tmp_path / "req.json"
+    req.write_text(json.dumps(generate(64, 150, 1)))
+    out = tmp_path / "plan.json"
+    assert main(["solve", str(req), "-o", str(out), "--time-limit", "0.01", "--deterministic"]) == 0
+    err = capsys.readouterr().err
+    assert "objective n/a (unscored)" in err and "unscored" in Plan.model_validate_json(out.read_text()).solver.note

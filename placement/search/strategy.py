@@ -146,6 +146,22 @@ def run(ctx: ModelContext, baseline: Placement, budget: Budget, *,
     return Found(chosen, terms, status, stats)
 
 
+def unscored(baseline: Placement, budget: Budget, policy: Policy) -> Found:
+    """The greedy plan as it is, with no model to score it: the time left after it could not pay for the model
+    that scores it and for decode and verify (the time limit is a promise for the whole call). Its objective is
+    empty, as `placement.greedy_plan`'s; every hard rule is still verified."""
+    used = budget.used()
+    budget.lap("compile")
+    note = (f"the greedy plan, unscored: the time left after it could not pay for the model that scores it and for "
+            f"decode and verify ({used:.2f} s of the {policy.time_limit_s:g} s limit gone)")
+    stats = SolverStats(
+        status="SKIPPED", wall_s=round(used, 4), build_s=0.0,
+        first_plan_s=round(budget.phases.get("problem", 0.0) + budget.phases.get("greedy", 0.0), 4),
+        workers=policy.workers, seed=policy.seed, mode="deterministic" if policy.deterministic else "wall-clock",
+        winner="baseline", search="none", note=note, ended="time_limit")
+    return Found(baseline, {}, "feasible", stats)
+
+
 def _cpsat_gap(result: solve.SolveResult) -> float:
     """CP-SAT's own relative gap at the end of a whole-model solve (0 without its numbers)."""
     if result.status != "OPTIMAL" or result.objective is None or result.bound is None:
