@@ -26,10 +26,8 @@ docs/architecture.md draws the layers and says where each rule lives and where i
 
 from __future__ import annotations
 
-import gc
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -38,7 +36,7 @@ from placement_models import PlacementRequest, Plan, SolverStats, presets
 from placement import candidates, pricing, reservation, screen, search, timeline
 from placement import compile as compiler
 from placement.baseline import greedy
-from placement.budget import Budget, PairLimits
+from placement.budget import Budget, PairLimits, collector_paused
 from placement.compile import dominance
 from placement.decode import decode, schedule
 from placement.problem import Problem
@@ -76,38 +74,9 @@ def greedy_plan(request: PlacementRequest | dict[str, Any]) -> Plan:
     req = presets.resolve(parse(request))
     budget = Budget(req.policy.time_limit_s, req.policy.deterministic)
     front = _front(req, budget)
-    with _collector_paused():
+    with collector_paused():
         out = decode(front.problem, front.baseline, {}, "feasible", SolverStats(status="SKIPPED"))
         return schedule.with_evicted(out, front.evicted)
-
-
-_paused = 0
-_paused_lock = threading.Lock()
-_was_enabled = True
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """No cyclic garbage collection during the call: the request's and the index's millions of objects
-    live for the whole call, and each full collection scanned them again (~0.7 s each at 12,500 nodes,
-    several per call; measured: problem, greedy, decode and verify 1.3 s faster together). Not around
-    the search: with the collector off there, CP-SAT found 2-3 % worse plans on the mig-M library
-    instance in the same 10 s (same model, same hint; three runs each). A counter shared by concurrent
-    calls (the service plans on threads) lets the last one out restore the collector as the first one
-    in found it."""
-    global _paused, _was_enabled
-    with _paused_lock:
-        if _paused == 0:
-            _was_enabled = gc.isenabled()
-            gc.disable()
-        _paused += 1
-    try:
-        yield
-    finally:
-        with _paused_lock:
-            _paused -= 1
-            if _paused == 0 and _was_enabled:
-                gc.enable()
 
 
 @dataclass(frozen=True)
@@ -122,7 +91,7 @@ class _Front:
 
 def _front(req: PlacementRequest, budget: Budget) -> _Front:
     """Phase 1, shared by `plan` and `greedy_plan` so both start from the same floor."""
-    with _collector_paused():
+    with collector_paused():
         planned, evicted = timeline.without_overdue(req)  # policy.overdue evict: overdue jobs' GPUs are free
         problem = screen.build_problem(planned)  # right-size offers beside declared tasks; never-fitting jobs out
         problem = reservation.attach(problem)  # starved jobs (policy.max_wait_h) start now or hold nodes
@@ -151,7 +120,7 @@ def _compile(problem: Problem, around: Placement, limits: PairLimits, idle: froz
              search: bool = True) -> compiler.ModelContext:
     """The model over the candidate pairs the limits allow, trimmed around `around` (the greedy plan, or the
     last round's); without `search`, one that only scores `around` (no CP-SAT objective is set)."""
-    with _collector_paused():
+    with collector_paused():
         chosen = candidates.select(problem, around, limits.total, limits.per_task, idle, each_task_seen=not search)
         return compiler.build(problem, chosen, idle, objective=search)
 
@@ -171,7 +140,7 @@ def _first_model(req: PlacementRequest, front: _Front,
         return _compile(problem, front.baseline, PairLimits(0, 0), frozenset(), search=False), reserve, limits, \
             frozenset()
     # 3. Compile, trimmed around the greedy plan.
-    with _collector_paused():
+    with collector_paused():
         idle = dominance.dominated_tasks(problem, front.baseline)  # interchangeable jobs no optimal plan needs
     return _compile(problem, front.baseline, limits, idle), reserve, limits, idle
 
@@ -222,11 +191,11 @@ def _plan(req: PlacementRequest, log: Callable[[str], None] | None, stop: thread
     else:
         found = search.unscored(front.baseline, budget, req.policy)
 
-    # 4. Arrival order restored among interchangeable jobs (rounding ties go to the oldest).
-    ordered, terms = dominance.in_arrival_order(problem, found.placement, found.terms)
-    found = replace(found, placement=ordered, terms=terms)
+    with collector_paused():
+        # 4. Arrival order restored among interchangeable jobs (rounding ties go to the oldest).
+        ordered, terms = dominance.in_arrival_order(problem, found.placement, found.terms)
+        found = replace(found, placement=ordered, terms=terms)
 
-    with _collector_paused():
         # 5. Decode and explain, in the request's own names.
         out = decode(problem, found.placement, found.terms, found.status, found.stats)
         out = schedule.with_evicted(out, front.evicted)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from placement_models import PlanStatus, Policy, SolverStats
 
-from placement.budget import Budget
+from placement.budget import Budget, collector_paused
 from placement.compile.context import ModelContext
 from placement.compile.priority import pod_value
 from placement.problem import Problem
@@ -61,8 +61,9 @@ def run(ctx: ModelContext, baseline: Placement, budget: Budget, *,
     """
     policy = ctx.problem.request.policy
     start = budget.start
-    baseline_values = ctx.assignment_of(baseline)
-    baseline_score = _score(ctx, baseline_values)
+    with collector_paused():  # dicts over every variable; no CP-SAT runs here
+        baseline_values = ctx.assignment_of(baseline)
+        baseline_score = _score(ctx, baseline_values)
     if greedy_score is None:
         greedy_score = baseline_score  # reported as baseline_objective
     # The greedy never preempts; when preemption is on, extend it with justified evictions.
@@ -84,7 +85,8 @@ def run(ctx: ModelContext, baseline: Placement, budget: Budget, *,
         bound_s = min(bound_s, budget.left() - reserve)
     if (restricted or len(ctx.model.proto.variables) > lns.LNS_ABOVE) and (
             not out_of_time or ctx.scores_only and bound_s > 0):
-        relaxed = bound.relaxation(ctx, baseline_score, bound_s)
+        with collector_paused():  # numpy and dicts over the whole problem; no CP-SAT runs here
+            relaxed = bound.relaxation(ctx, baseline_score, bound_s)
         budget.lap("bound")
     proven = (relaxed is not None
               and relaxed.value - baseline_score <= policy.relative_gap_limit * abs(relaxed.value) + 1e-9)
