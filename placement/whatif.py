@@ -391,7 +391,9 @@ def summarise(name: str, request: PlacementRequest, plan: Plan, base: PlacementR
         work_per_dollar=None if (wpd := measures.work_per_dollar(request, plan)) is None else round(wpd, 4),
         nodes_added=measures.nodes_added(base, request, plan),
         nodes_removed=measures.nodes_removed(base, request),
-        objective=plan.objective.total, objective_comparable=measures.scores_alike(base, request),
+        objective=plan.objective.total,
+        # an unscored plan (no time left for the model that scores it) compares with nothing
+        objective_comparable=plan.solver.objective is not None and measures.scores_alike(base, request),
     )
 
 

@@ -158,3 +158,13 @@ def test_work_per_dollar_compares_gpu_models_for_a_queue_mix() -> None:
         assert row.work_per_dollar == pytest.approx(row.placed_work / row.placed_cost_per_hour, abs=1e-3)
     base_plain = what_if(_request(), [], processes=1).rows[0]
     assert base_plain.placed_work == base_plain.gpus_placed  # no speed tables: work placed is GPUs placed
+
+
+def test_an_unscored_plan_is_not_compared_on_its_objective() -> None:
+    from placement.generate import generate
+
+    req = PlacementRequest.model_validate({**generate(64, 150, 1), "policy": {"time_limit_s": 0.01, "workers": 1,
+                                                                                "deterministic": True}})
+    result = plan(req)
+    assert result.solver.objective is None  # no time for the model that scores it
+    assert not summarise("base", req, result).objective_comparable
