@@ -95,6 +95,8 @@ def improve(ctx: ModelContext, start: Placement, policy: Policy, budget_s: float
     max_steps = max(1, int(budget_s / STEP_S)) if policy.deterministic else None
     gap_stop = False
     targets = _targets(ctx, current, job_of_task, cand_nodes)  # repairs first, most valuable waiting job first
+    pinned: _Pinned | None = None  # made at the first window
+    pairs = _pairs(cand_nodes)
     gains = {"repair": 0.0, "random": 0.0}  # what each kind of window gained so far, and how often it ran
     tries = {"repair": 0, "random": 0}
     while not (stop is not None and stop.is_set()):
@@ -116,16 +118,18 @@ def improve(ctx: ModelContext, start: Placement, policy: Policy, budget_s: float
         if repairing:
             target = targets.pop(0)
             window = _repair_window(ctx, current, target, job_of_task, cand_nodes)
-            jobs = _window_jobs(ctx, current, window, job_of_task, cand_nodes, rng) | {target}
+            jobs = _window_jobs(ctx, current, window, job_of_task, cand_nodes, rng, pairs) | {target}
         else:
             window = np.zeros(problem.n_nodes, dtype=bool)
             for g in rng.choice(len(groups), size=min(per_window, len(groups)), replace=False):
                 window[groups[g]] = True
-            jobs = _window_jobs(ctx, current, window, job_of_task, cand_nodes, rng)
+            jobs = _window_jobs(ctx, current, window, job_of_task, cand_nodes, rng, pairs)
         steps += 1
         if not jobs:
             continue
-        model = _fixed_model(ctx, values, window, jobs, job_of_task, cand_nodes)
+        pinned = pinned or _Pinned(ctx, values)
+        freed = _freed(ctx, window, jobs, cand_nodes)
+        model = pinned.free(freed, values)
         solver = cp_model.CpSolver()
         p = solver.parameters
         p.num_workers = policy.workers
@@ -137,17 +141,17 @@ def improve(ctx: ModelContext, start: Placement, policy: Policy, budget_s: float
         else:
             p.max_time_in_seconds = max(0.05, min(STEP_S, left))
         code = solver.solve(model)
-        if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            continue
-        candidate = read(dict(enumerate(solver.response_proto.solution)))
-        cand_values = ctx.assignment_of(candidate)
-        cand_score = _score(ctx, cand_values)
-        if cand_score > score + 1e-9 and (accept is None or accept(candidate, cand_values)):
-            gains[kind] += cand_score - score
-            current, values, score = candidate, cand_values, cand_score
-            improved += 1
-            if log is not None:
-                log(f"lns step {steps}: {len(jobs)} jobs, {int(window.sum())} nodes -> objective {score:.3f}")
+        if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            candidate = read(dict(enumerate(solver.response_proto.solution)))
+            cand_values = ctx.assignment_of(candidate)
+            cand_score = _score(ctx, cand_values)
+            if cand_score > score + 1e-9 and (accept is None or accept(candidate, cand_values)):
+                gains[kind] += cand_score - score
+                current, values, score = candidate, cand_values, cand_score
+                improved += 1
+                if log is not None:
+                    log(f"lns step {steps}: {len(jobs)} jobs, {int(window.sum())} nodes -> objective {score:.3f}")
+        pinned.pin(freed, values)  # the window's decisions, to the plan kept
     return LnsResult(current, score, steps, improved, time.perf_counter() - began, gap_stop)
 
 
@@ -211,9 +215,19 @@ def _repair_window(ctx: ModelContext, current: Placement, j: int, job_of_task: n
     return window
 
 
+def _pairs(cand_nodes: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(task, node) of every pair the model holds, as two arrays: which tasks a window touches is one mask."""
+    sizes = [c.size for c in cand_nodes]
+    tasks = np.repeat(np.arange(len(cand_nodes), dtype=np.int64), sizes)
+    nodes = np.concatenate(cand_nodes).astype(np.int64) if sum(sizes) else np.zeros(0, dtype=np.int64)
+    return tasks, nodes
+
+
 def _window_jobs(ctx: ModelContext, current: Placement, window: np.ndarray, job_of_task: np.ndarray,
-                 cand_nodes: list[np.ndarray], rng: np.random.Generator) -> set[int]:
-    """Jobs that may move: placed wholly inside the window, or pending with a candidate in it."""
+                 cand_nodes: list[np.ndarray], rng: np.random.Generator,
+                 pairs: tuple[np.ndarray, np.ndarray] | None = None) -> set[int]:
+    """Jobs that may move: placed wholly inside the window, or pending with a candidate in it. `pairs`: the
+    model's pairs (`_pairs`), made once per search."""
     outside: set[int] = set()
     placed: set[int] = set()
     for (t, n), k in current.counts.items():
@@ -222,7 +236,8 @@ def _window_jobs(ctx: ModelContext, current: Placement, window: np.ndarray, job_
             placed.add(j)
             if not window[n]:
                 outside.add(j)
-    touching = {int(job_of_task[t]) for t, c in enumerate(cand_nodes) if c.size and window[c].any()}
+    tasks, nodes = pairs if pairs is not None else _pairs(cand_nodes)
+    touching = set(job_of_task[np.unique(tasks[window[nodes]])].tolist())
     movable = sorted(touching - outside)
     # every job placed in the window may move (they hold its capacity); of the waiting ones, half
     # the highest priorities (they gain most from a swap) and half at random (so nothing is never tried)
@@ -237,33 +252,56 @@ def _window_jobs(ctx: ModelContext, current: Placement, window: np.ndarray, job_
     return set(inside) | set(waiting)
 
 
-def _fixed_model(ctx: ModelContext, values: dict[int, int], window: np.ndarray, jobs: set[int],
-                 job_of_task: np.ndarray, cand_nodes: list[np.ndarray]) -> cp_model.CpModel:
-    """A copy of the compiled model with every placement decision outside the window pinned."""
-    model = ctx.model.clone()
-    proto_vars = model.proto.variables
-    for t, xs in enumerate(ctx.x):
-        free_job = int(job_of_task[t]) in jobs
-        in_window = window[cand_nodes[t]] if free_job else None
-        for i, var in enumerate(xs):
-            if free_job and in_window[i]:
-                continue
-            v = values[var.index]
-            dom = proto_vars[var.index].domain
+class _Pinned:
+    """One copy of the compiled model with every placement decision pinned to the current plan. A window frees
+    its own decisions for one solve and pins them back after, so each step's model is the one a fresh copy
+    pinned outside the window would be (the same proto), at the cost of the window alone: a fresh copy per
+    window, pinning all 47,000 variables, took 0.12 s of a 0.3 s step at 12,500 nodes."""
+
+    def __init__(self, ctx: ModelContext, values: dict[int, int]) -> None:
+        self.model = ctx.model.clone()
+        self._vars = self.model.proto.variables
+        self._original = ctx.model.proto.variables
+        for xs in ctx.x:
+            for var in xs:
+                self._pin(var.index, values[var.index])
+        for var in ctx.placed:
+            self._pin(var.index, values[var.index])
+
+    def _pin(self, index: int, value: int) -> None:
+        dom = self._vars[index].domain
+        dom.clear()
+        dom.extend([value, value])
+
+    def free(self, indices: list[int], values: dict[int, int]) -> cp_model.CpModel:
+        """The model with `indices` back to their own domains and the current plan as the hint."""
+        for index in indices:
+            dom = self._vars[index].domain
             dom.clear()
-            dom.extend([v, v])
-    for j, var in enumerate(ctx.placed):
-        if j not in jobs:
-            v = values[var.index]
-            dom = proto_vars[var.index].domain
-            dom.clear()
-            dom.extend([v, v])
-    hint = model.proto.solution_hint
-    hint.vars.clear()
-    hint.values.clear()
-    hint.vars.extend(list(values.keys()))
-    hint.values.extend(list(values.values()))
-    return model
+            dom.extend(list(self._original[index].domain))
+        hint = self.model.proto.solution_hint
+        hint.vars.clear()
+        hint.values.clear()
+        hint.vars.extend(list(values.keys()))
+        hint.values.extend(list(values.values()))
+        return self.model
+
+    def pin(self, indices: list[int], values: dict[int, int]) -> None:
+        """Pin `indices` again, to the current plan's values (the window's result, when it was kept)."""
+        for index in indices:
+            self._pin(index, values[index])
+
+
+def _freed(ctx: ModelContext, window: np.ndarray, jobs: set[int], cand_nodes: list[np.ndarray]) -> list[int]:
+    """The decisions a window frees: the pods of its jobs on its nodes, and whether each of its jobs runs."""
+    problem = ctx.problem
+    out: list[int] = []
+    for j in sorted(jobs):
+        for t in problem.job_tasks[j]:
+            inside = window[cand_nodes[t]]
+            out.extend(var.index for var, free in zip(ctx.x[t], inside.tolist(), strict=True) if free)
+        out.append(ctx.placed[j].index)
+    return out
 
 
 __all__ = ["LNS_ABOVE", "LnsResult", "improve", "node_groups"]

@@ -198,8 +198,17 @@ def _trades_down(ctx: ModelContext, chosen: Placement, chosen_values: dict[int, 
     is the other terms' call within it, cost for one; a higher tier given up for a lower one never is.)
     Tiers, highest first: GPUs within the teams' nominal quotas by class (Kueue admits what fits a
     ClusterQueue's nominal before what must borrow, each by priority), then all placed GPUs by class."""
-    ours = _in_nominal(ctx, chosen_values) + _by_class(ctx, chosen)
-    theirs = _in_nominal(ctx, baseline_values) + _by_class(ctx, baseline)
+    return _below(_tiers(ctx, chosen, chosen_values), _tiers(ctx, baseline, baseline_values))
+
+
+def _tiers(ctx: ModelContext, placement: Placement, values: dict[int, int],
+           unit: dict[int, float] | None = None) -> list[float]:
+    """What a plan places per tier, highest first (`_trades_down`); `unit` caches each task's pod value."""
+    return _in_nominal(ctx, values) + _by_class(ctx, placement, unit)
+
+
+def _below(ours: list[float], theirs: list[float]) -> bool:
+    """Less of some tier than `theirs` and more of a lower one (`_trades_down`)."""
     for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
         if a < b:
             return any(x > y for x, y in zip(ours[i + 1:], theirs[i + 1:], strict=True))
@@ -215,16 +224,20 @@ def _in_nominal(ctx: ModelContext, values: dict[int, int]) -> list[float]:
             for level in levels]
 
 
-def _by_class(ctx: ModelContext, placement: Placement) -> list[float]:
+def _by_class(ctx: ModelContext, placement: Placement, unit: dict[int, float] | None = None) -> list[float]:
     """GPU-equivalents placed per priority class, highest class first, rounded so that sums taken in another
-    order compare equal: plans compare class by class, as strict priority classes rank them."""
+    order compare equal: plans compare class by class, as strict priority classes rank them. `unit` keeps each
+    task's pod value and level across calls (the windows compare every step's plan)."""
     problem = ctx.problem
-    declared = {p.alternative: p.task for p in pairs(problem)}  # a right-sized pod is worth its declared GPU
+    unit = {} if unit is None else unit
+    if not unit:
+        declared = {p.alternative: p.task for p in pairs(problem)}  # a right-sized pod is worth its declared GPU
+        unit.update((t, pod_value(problem.gpu_value(declared.get(t, t)))) for t in range(len(problem.tasks)))
     value: dict[int, float] = {}
     for (t, _), k in placement.counts.items():
         if k:
             level = problem.jobs[problem.tasks[t].job].priority
-            value[level] = value.get(level, 0.0) + k * pod_value(problem.gpu_value(declared.get(t, t)))
+            value[level] = value.get(level, 0.0) + k * unit[t]
     levels = sorted({job.priority for job in problem.jobs}, reverse=True)
     return [round(value.get(level, 0.0), 6) for level in levels]
 
@@ -250,10 +263,11 @@ def _search(ctx: ModelContext, policy: Policy, baseline: Placement, baseline_sco
     def windows(share: float) -> tuple[solve.SolveResult, Placement, str]:
         accept = None
         if policy.priority_mode == "strict":  # each window's plan, not only the last, keeps the greedy's tiers
-            base_values = ctx.assignment_of(baseline)
+            unit: dict[int, float] = {}
+            theirs = _tiers(ctx, baseline, ctx.assignment_of(baseline), unit)
 
             def accept(plan: Placement, values: dict[int, int]) -> bool:
-                return not _trades_down(ctx, plan, values, baseline, base_values)
+                return not _below(_tiers(ctx, plan, values, unit), theirs)
         found = lns.improve(ctx, baseline, policy, remaining(share), lambda v: placement_from(ctx, v),
                             stop=stop, log=log, bound=bound, accept=accept)
         result = solve.SolveResult("LNS", None, found.score, None, found.wall_s, mode, gap_stop=found.gap_stop)
