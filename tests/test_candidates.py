@@ -10,6 +10,8 @@ from placement import candidates, plan, pricing, screen
 from placement.api import parse
 from placement.baseline import greedy
 from placement.budget import Budget
+from placement.problem import Problem
+from placement.solution import Placement
 
 INFERENCE = {"key": "dedicated", "value": "inference", "effect": "NoSchedule"}
 
@@ -18,32 +20,37 @@ def _node(name: str, **extra: Any) -> dict[str, Any]:
     return {"name": name, "gpu_model": "H100-SXM5-80GB", "gpus": 8, "cpu": 96, "memory_gib": 1024, **extra}
 
 
+#: An 8-GPU task on plain nodes only, and one that also tolerates the tainted ones.
+PLAIN = {"name": "main", "gpus": 8, "cpu": 8, "memory_gib": 64}
+TOLERANT = {**PLAIN, "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "inference",
+                                      "effect": "NoSchedule"}]}
+POLICY = {"time_limit_s": 5, "workers": 1, "deterministic": True}
+
+
 def _request() -> dict[str, Any]:
     """The greedy plan puts the important gang on the one plain node; the other gang only fits there, and
     the important one could have gone to the tainted node it tolerates."""
-    tolerant = {"name": "main", "gpus": 8, "cpu": 8, "memory_gib": 64,
-                "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "inference",
-                                 "effect": "NoSchedule"}]}
-    small = {**tolerant, "gpus": 1}
     return {"cluster": {"nodes": [_node("a"), _node("b", taints=[INFERENCE]), _node("c", taints=[INFERENCE])]},
-            "jobs": [{"name": "important", "priority": 100, "tasks": [tolerant]},
-                     {"name": "waiting", "priority": 10,
-                      "tasks": [{"name": "main", "gpus": 8, "cpu": 8, "memory_gib": 64}]},
-                     {"name": "small", "priority": 0, "tasks": [small]}],
-            "policy": {"time_limit_s": 5, "workers": 1, "deterministic": True}}
+            "jobs": [{"name": "important", "priority": 100, "tasks": [TOLERANT]},
+                     {"name": "waiting", "priority": 10, "tasks": [PLAIN]},
+                     {"name": "small", "priority": 0, "tasks": [{**TOLERANT, "gpus": 1}]}],
+            "policy": POLICY}
+
+
+def _greedy(data: dict[str, Any]) -> tuple[Problem, Placement]:
+    """The screened problem of a request and the greedy plan the product starts from."""
+    req = parse(data)
+    problem = screen.build_problem(req)
+    return problem, greedy(problem, pricing.held_back(req, problem.nodes, problem.free))
 
 
 def test_the_greedy_plan_leaves_the_waiting_gang_out() -> None:
-    req = parse(_request())
-    problem = screen.build_problem(req)
-    base = greedy(problem, pricing.held_back(req, problem.nodes, problem.free))
+    problem, base = _greedy(_request())
     assert base.placed_jobs(problem) == {0, 2}
 
 
 def test_repairs_offer_the_placed_pod_a_way_out_when_pairs_are_scarce() -> None:
-    req = parse(_request())
-    problem = screen.build_problem(req)
-    base = greedy(problem, pricing.held_back(req, problem.nodes, problem.free))
+    problem, base = _greedy(_request())
     c = problem.node_index["c"]
     # fewer pairs than tasks: placed tasks keep the greedy plan's nodes (counted apart), the waiting gang its best
     # fit, and repairs what is left
@@ -64,9 +71,7 @@ def test_a_plan_with_scarce_pairs_still_makes_the_swap(monkeypatch: pytest.Monke
 
 
 def test_zero_per_task_keeps_only_the_greedy_plans_pairs() -> None:
-    req = parse(_request())
-    problem = screen.build_problem(req)
-    base = greedy(problem, pricing.held_back(req, problem.nodes, problem.free))
+    problem, base = _greedy(_request())
     kept = candidates.select(problem, base, max_pairs=1, min_per_task=0)
     assert [c.tolist() for c in kept] == [[problem.node_index["a"]], [], [problem.node_index["b"]]]
 
@@ -74,23 +79,17 @@ def test_zero_per_task_keeps_only_the_greedy_plans_pairs() -> None:
 def _two_blocked_gangs() -> dict[str, Any]:
     """Two important gangs that tolerate the taint take the two plain nodes first (best fit by index); two
     waiting gangs fit only there. Moving the important ones to the tainted nodes places all four."""
-    tolerant = {"name": "main", "gpus": 8, "cpu": 8, "memory_gib": 64,
-                "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "inference",
-                                 "effect": "NoSchedule"}]}
-    plain = {"name": "main", "gpus": 8, "cpu": 8, "memory_gib": 64}
     return {"cluster": {"nodes": [_node("a"), _node("b"), _node("c", taints=[INFERENCE]),
                                   _node("d", taints=[INFERENCE])]},
-            "jobs": [{"name": "important-1", "priority": 100, "tasks": [tolerant]},
-                     {"name": "important-2", "priority": 100, "tasks": [tolerant]},
-                     {"name": "waiting-1", "priority": 10, "tasks": [plain]},
-                     {"name": "waiting-2", "priority": 10, "tasks": [plain]}],
-            "policy": {"time_limit_s": 5, "workers": 1, "deterministic": True}}
+            "jobs": [{"name": "important-1", "priority": 100, "tasks": [TOLERANT]},
+                     {"name": "important-2", "priority": 100, "tasks": [TOLERANT]},
+                     {"name": "waiting-1", "priority": 10, "tasks": [PLAIN]},
+                     {"name": "waiting-2", "priority": 10, "tasks": [PLAIN]}],
+            "policy": POLICY}
 
 
 def test_repairs_offer_waiting_gangs_of_one_shape_different_nodes_and_their_holders_different_exits() -> None:
-    req = parse(_two_blocked_gangs())
-    problem = screen.build_problem(req)
-    base = greedy(problem, pricing.held_back(req, problem.nodes, problem.free))
+    problem, base = _greedy(_two_blocked_gangs())
     assert base.placed_jobs(problem) == {0, 1}
     on = {t: n for (t, n), k in base.counts.items() if k}
     chosen = candidates.select(problem, base, max_pairs=4, min_per_task=1)

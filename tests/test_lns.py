@@ -83,7 +83,7 @@ def test_repair_windows_come_first_most_valuable_waiting_job_first() -> None:
     waiting = sorted(set(range(len(problem.jobs))) - base.placed_jobs(problem))
     targets = lns._targets(ctx, base, job_of_task, cand)
     assert set(targets) <= set(waiting) and targets
-    ranks = [(-problem.jobs[j].priority, -lns._gpus(ctx, j)) for j in targets]
+    ranks = [(-problem.jobs[j].priority, -problem.job_gpus(j)) for j in targets]
     assert ranks == sorted(ranks)  # highest priority, then most GPUs first
     window = lns._repair_window(ctx, base, targets[0], job_of_task, cand)
     own = {int(n) for t in problem.job_tasks[targets[0]] for n in cand[t]}

@@ -180,7 +180,7 @@ def _targets(ctx: ModelContext, current: Placement, job_of_task: np.ndarray, can
     offered = {int(job_of_task[t]) for t, c in enumerate(cand_nodes) if c.size}
     seen: set[tuple[object, ...]] = set()
     out = []
-    for j in sorted(offered - placed, key=lambda j: (-problem.jobs[j].priority, -_gpus(ctx, j), j)):
+    for j in sorted(offered - placed, key=lambda j: (-problem.jobs[j].priority, -problem.job_gpus(j), j)):
         shape = (problem.jobs[j].priority, problem.job_team[j] if problem.job_team else -1,
                  tuple((id(cand_nodes[t]), problem.tasks[t].demand.tobytes(), problem.tasks[t].replicas)
                        for t in problem.job_tasks[j]))
@@ -188,11 +188,6 @@ def _targets(ctx: ModelContext, current: Placement, job_of_task: np.ndarray, can
             seen.add(shape)
             out.append(j)
     return out
-
-
-def _gpus(ctx: ModelContext, j: int) -> float:
-    problem = ctx.problem
-    return float(sum(problem.tasks[t].demand[0] * problem.tasks[t].replicas for t in problem.job_tasks[j]))
 
 
 def _repair_window(ctx: ModelContext, current: Placement, j: int, job_of_task: np.ndarray,
