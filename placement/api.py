@@ -8,7 +8,8 @@ One call runs as numbered phases (`_plan`), each phase a module or package of it
        and the greedy floor (placement.baseline), ready in milliseconds;
     2. size: the (task, node) pairs the time left can compile (placement.budget);
     3. compile and search from the greedy plan (placement.candidates, placement.compile,
-       placement.search), in rounds while they pay;
+       placement.search), in rounds while they pay; with no time to search, a model only scores and bounds
+       the greedy plan, on another core while this one runs phases 4 and 5 (placement.cores);
     4. arrival order restored among interchangeable jobs (placement.compile.dominance);
     5. decode and explain (placement.decode, placement.explain);
     6. independent verification (placement.verify).
@@ -33,18 +34,21 @@ from typing import Any
 
 from placement_models import PlacementRequest, Plan, SolverStats, presets
 
-from placement import candidates, pricing, reservation, screen, search, timeline
+from placement import candidates, cores, pricing, reservation, screen, search, timeline
 from placement import compile as compiler
 from placement.baseline import greedy
 from placement.budget import Budget, PairLimits, collector_paused
 from placement.compile import dominance
-from placement.decode import decode, schedule
+from placement.decode import decode, draft, finish, schedule
 from placement.problem import Problem
 from placement.solution import Placement
 from placement.verify import check
 
 #: Rounds of trimming and solving at most (wall-clock mode; deterministic mode runs one).
 MAX_ROUNDS = 4
+#: Tasks from which the model that only scores the greedy plan is built on another core (placement.cores):
+#: a fork and the terms sent back cost 10-30 ms; compiling 2,000 tasks' pairs about 0.1 s.
+BESIDE_TASKS = 2_000
 
 
 def parse(request: PlacementRequest | dict[str, Any]) -> PlacementRequest:
@@ -134,7 +138,7 @@ def _first_model(req: PlacementRequest, front: _Front,
     #    time, only the greedy plan's own pairs (the model then just scores it, and the search is skipped).
     reserve = search.reserve_s(problem, req.policy, budget)
     limits = budget.pair_limits(reserve, len(problem.tasks), candidates.MAX_PAIRS, candidates.MIN_PER_TASK)
-    if not budget.search_pays(reserve, len(problem.tasks) + limits.total):
+    if not _searches(req, front, budget, reserve):
         # no time to search after compiling the greedy plan's pairs and the affordable ones: a model that only
         # scores the greedy plan (and bounds it where time is left)
         return _compile(problem, front.baseline, PairLimits(0, 0), frozenset(), search=False), reserve, limits, \
@@ -184,23 +188,80 @@ def _plan(req: PlacementRequest, log: Callable[[str], None] | None, stop: thread
     problem = front.problem
 
     # 2-3. Size and compile (`_first_model`), search; while rounds pay, trim again around the last plan (the
-    #    repairs now aim at what still waits) and solve again. Without time even for the model that scores the
-    #    greedy plan, that plan goes out as it is, unscored (the limit is a promise for the whole call).
-    if budget.scoring_pays(search.reserve_s(problem, req.policy, budget), len(problem.tasks)):
-        found = _searched(req, front, budget, log, stop)
-    else:
+    #    repairs now aim at what still waits) and solve again. With no time to search, a model only scores the
+    #    greedy plan, on another core while this one decodes it where the machine has one (`_scored_beside`).
+    #    Without time even for that model, the greedy plan goes out as it is, unscored (the limit is a promise
+    #    for the whole call).
+    reserve = search.reserve_s(problem, req.policy, budget)
+    beside = cores.available() and len(problem.tasks) >= BESIDE_TASKS
+    overlap = (1.0 - search.AFTER_SCORING_SHARE) * reserve if beside else 0.0
+    if not budget.scoring_pays(reserve, len(problem.tasks), overlap):
         found = search.unscored(front.baseline, budget, req.policy)
+    elif beside and not _searches(req, front, budget, reserve):
+        return _verified(req, _scored_beside(req, front, budget, reserve), budget)
+    else:
+        found = _searched(req, front, budget, log, stop)
 
     with collector_paused():
         # 4. Arrival order restored among interchangeable jobs (rounding ties go to the oldest).
         ordered, terms = dominance.in_arrival_order(problem, found.placement, found.terms)
-        found = replace(found, placement=ordered, terms=terms)
-
         # 5. Decode and explain, in the request's own names.
-        out = decode(problem, found.placement, found.terms, found.status, found.stats)
+        out = decode(problem, ordered, terms, found.status, found.stats)
         out = schedule.with_evicted(out, front.evicted)
         budget.lap("decode")
-        # 6. Verify: independent of everything above.
+    return _verified(req, out, budget)
+
+
+def _verified(req: PlacementRequest, out: Plan, budget: Budget) -> Plan:
+    """6. Verify: independent of everything above. The plan with the seconds of each phase."""
+    with collector_paused():
         check(req, out)
         budget.lap("verify")
     return out.model_copy(update={"solver": out.solver.model_copy(update={"phases": dict(budget.phases)})})
+
+
+def _scored_beside(req: PlacementRequest, front: _Front, budget: Budget, reserve: float) -> Plan:
+    """Phases 3-5 where no search pays: the model that scores the greedy plan is compiled, scored and bounded on
+    another core (placement.cores) while this one restores arrival order and drafts the plan's decode; the
+    draft is finished with the terms that come back. Without a second core the scoring runs here, after the
+    draft: the same plan. A child late past what verify needs leaves the plan unscored."""
+    problem, policy = front.problem, req.policy
+    after = search.AFTER_SCORING_SHARE * reserve  # what verify needs once the scores are back
+
+    def score() -> tuple[search.Found, dict[str, float]]:
+        mine = Budget(budget.limit_s, budget.deterministic, start=budget.start, phases=dict(budget.phases))
+        before = set(mine.phases)
+        mine.resume()  # its own laps, sent back to the caller's (`Budget.merge`)
+        model = _compile(problem, front.baseline, PairLimits(0, 0), frozenset(), search=False)
+        found = search.run(model, front.baseline, mine, reserve=after)
+        # the greedy plan itself needs no sending back; a warm start's extension (preemptions) does
+        return (replace(found, placement=None if found.placement is front.baseline else found.placement),
+                {phase: s for phase, s in mine.phases.items() if phase not in before})
+
+    with cores.beside(score) as scoring:
+        with collector_paused():
+            ordered, moves = dominance.arrival_moves(problem, front.baseline)
+            drafted = draft(problem, ordered, optimal=False)
+        budget.lap("decode")
+        try:
+            found, phases = scoring.result(None if policy.deterministic else max(0.0, budget.left() - after))
+        except cores.Late:
+            found, phases = search.unscored(front.baseline, budget, policy), {}
+        budget.merge(phases)
+    budget.resume()
+    with collector_paused():
+        if found.placement is None or found.placement is front.baseline:
+            out = finish(problem, ordered, drafted, dominance.moved_terms(problem, ordered, moves, found.terms),
+                         found.status, found.stats)
+        else:  # the warm start preempted: another placement to decode
+            ordered, terms = dominance.in_arrival_order(problem, found.placement, found.terms)
+            out = decode(problem, ordered, terms, found.status, found.stats)
+        out = schedule.with_evicted(out, front.evicted)
+        budget.lap("decode")
+    return out
+
+
+def _searches(req: PlacementRequest, front: _Front, budget: Budget, reserve: float) -> bool:
+    """Does a search pay after compiling the pairs the time left affords (`_first_model`'s test)?"""
+    limits = budget.pair_limits(reserve, len(front.problem.tasks), candidates.MAX_PAIRS, candidates.MIN_PER_TASK)
+    return budget.search_pays(reserve, len(front.problem.tasks) + limits.total)

@@ -12,6 +12,7 @@ plan on any machine): the pair budget comes from the limit alone, at a measured 
 from __future__ import annotations
 
 import gc
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -65,6 +66,17 @@ class Budget:
         self.phases[phase] = round(self.phases.get(phase, 0.0) + seconds, 4)
         return seconds
 
+    def resume(self) -> None:
+        """Start the next lap now: the time since the last one went to work timed elsewhere (`merge`)."""
+        self._mark = time.perf_counter()
+
+    def merge(self, phases: dict[str, float]) -> None:
+        """Phases timed elsewhere (work beside the call, placement.cores), added to this call's; the phases then
+        overlap, and their seconds add up to more than the call took."""
+        for phase, seconds in phases.items():
+            self.phases[phase] = round(self.phases.get(phase, 0.0) + seconds, 4)
+        self.phases = {phase: self.phases[phase] for phase in sorted(self.phases, key=_phase_rank)}
+
     def pairs(self, reserve_s: float) -> int:
         """(task, node) pairs the model may have: what COMPILE_SHARE of the time left compiles, after
         `reserve_s` kept for decode and verify. Deterministic mode counts from the limit alone."""
@@ -87,11 +99,14 @@ class Budget:
         left = self.limit_s if self.deterministic else self.left()
         return left - reserve_s - pairs / PAIRS_PER_S >= MIN_SEARCH_SHARE * self.limit_s
 
-    def scoring_pays(self, reserve_s: float, pairs: int) -> bool:
+    def scoring_pays(self, reserve_s: float, pairs: int, overlap_s: float = 0.0) -> bool:
         """Is there time to compile the model that only scores the greedy plan (`pairs`, at PAIRS_PER_S) and keep
-        `reserve_s` for decode and verify? Deterministic mode counts from the limit alone."""
-        left = self.limit_s if self.deterministic else self.left()
-        return left - reserve_s - pairs / PAIRS_PER_S >= 0
+        `reserve_s` for decode and verify? `overlap_s` of the reserve runs beside the compile, on another core
+        (placement.cores). Deterministic mode counts from the limit alone, and alone (the same plan on any
+        machine, whatever its cores)."""
+        if self.deterministic:
+            return self.limit_s - reserve_s - pairs / PAIRS_PER_S >= 0
+        return self.left() - reserve_s - max(0.0, pairs / PAIRS_PER_S - overlap_s) >= 0
 
     def round_pays(self, reserve_s: float, mean_s: float, last_s: float) -> bool:
         """Is there time for another round of trimming and solving? ROUND_MARGIN times the mean round so far,
@@ -101,9 +116,23 @@ class Budget:
         return not self.deterministic and left > ROUND_MARGIN * mean_s and not left < ROUND_MARGIN * last_s
 
 
+def _phase_rank(phase: str) -> int:
+    return PHASES.index(phase) if phase in PHASES else len(PHASES)
+
+
 _paused = 0
 _paused_lock = threading.Lock()
 _was_enabled = True
+
+
+def _fresh_lock() -> None:
+    """In a forked child (placement.cores): a lock another thread of the parent held stays held in the child."""
+    global _paused_lock
+    _paused_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_lock)
 
 
 @contextmanager

@@ -62,3 +62,23 @@ def test_scoring_pays_while_the_greedy_pairs_compile_within_the_time_left_after_
     budget = Budget(1.0, deterministic=True)
     assert budget.scoring_pays(0.5, int(PAIRS_PER_S * 0.4))  # 1 - 0.5 - 0.4 ≥ 0
     assert not budget.scoring_pays(0.5, int(PAIRS_PER_S * 0.6))
+
+
+def test_scoring_pays_with_what_runs_beside_its_compile_and_deterministic_mode_ignores_it() -> None:
+    pairs = int(PAIRS_PER_S * 1.0)  # a second of compile
+    late = Budget(3.0, start=time.perf_counter() - 1.0)  # 2 s left
+    assert not late.scoring_pays(1.5, pairs)  # 1.5 + 1 s of compile, one after the other
+    assert late.scoring_pays(1.5, pairs, overlap_s=0.75)  # 0.75 of the reserve runs beside the compile
+    assert not late.scoring_pays(1.5, pairs * 3, overlap_s=0.75)  # a compile longer than what overlaps it
+    assert not Budget(2.0, deterministic=True).scoring_pays(1.5, pairs, overlap_s=1.5)  # the limit alone
+
+
+def test_phases_timed_elsewhere_merge_in_call_order_and_a_resumed_lap_skips_the_wait() -> None:
+    budget = Budget(10.0)
+    budget.lap("problem")
+    budget.lap("decode")
+    budget.merge({"compile": 0.5, "bound": 0.25})
+    assert list(budget.phases) == ["problem", "compile", "bound", "decode"]
+    time.sleep(0.05)  # waiting for the work beside
+    budget.resume()
+    assert budget.lap("verify") < 0.05

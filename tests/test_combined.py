@@ -19,7 +19,8 @@ from placement_models import PlacementRequest, Plan, SolverStats, presets
 from placement import candidates, devices, plan, pricing, screen, verify
 from placement import compile as compiler
 from placement.baseline import greedy
-from placement.decode import decode
+from placement.decode import decode, draft, finish
+from placement.solution import Placement
 
 H100 = "H100-SXM5-80GB"
 A100 = "A100-SXM4-80GB"
@@ -210,6 +211,24 @@ def check_plan(data: dict[str, Any]) -> Plan:
 @given(requests())
 def test_every_concern_together_gives_verified_plans(data: dict[str, Any]) -> None:
     check_plan(data)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(requests())
+def test_a_draft_finished_is_the_plan_decoded_at_once(data: dict[str, Any]) -> None:
+    """A plan drafted before its score is known (placement.api, scoring beside) and finished with it is the plan
+    decoded in one go, also where the draft guessed the wrong way about optimality (its pending jobs are
+    explained again)."""
+    req = PlacementRequest.model_validate(data)
+    problem = screen.build_problem(presets.resolve(req))
+    baseline = greedy(problem, pricing.held_back(req, problem.nodes, problem.free))
+    terms = {"priority": 1.5}
+    stats = SolverStats(status="SKIPPED")
+    for placed in (baseline, Placement()):  # nothing placed: jobs that would fit wait (optimal or out of time)
+        for guessed, status in ((False, "optimal"), (True, "feasible"), (False, "feasible")):
+            finished = finish(problem, placed, draft(problem, placed, guessed), terms, status, stats)
+            assert finished == decode(problem, placed, terms, status, stats)
 
 
 @settings(max_examples=100, deadline=None, derandomize=True,

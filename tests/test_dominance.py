@@ -194,6 +194,24 @@ def test_the_swap_moves_pods_to_the_earlier_job_and_its_terms() -> None:
     assert ordered.placed_jobs(problem) == {1, 2}  # the oldest, worth less, keeps waiting
 
 
+def test_the_moves_need_no_terms_and_the_terms_follow_them() -> None:
+    """The moves are decided before the plan's terms are known (a call decodes while they are scored); the terms
+    then change as the one-step swap changes them."""
+    request = _request(_seconds_apart(4), busy=6, weights={"aging": 1.0, "turnaround": 1.0})
+    problem, _ = _problem(request)
+    late = Placement()
+    late.add(problem.job_tasks[3][0], 0, 1)
+    late.add(problem.job_tasks[2][0], 0, 1)
+    ordered, moves = dominance.arrival_moves(problem, late)
+    assert ordered.placed_jobs(problem) == {0, 1} and {j for j, _ in moves.pairs} == {2, 3}
+    terms = {"aging": 1.0, "turnaround": 2.0}
+    assert dominance.moved_terms(problem, ordered, moves, terms) == dominance.in_arrival_order(problem, late,
+                                                                                               terms)[1]
+    kept, none = dominance.arrival_moves(problem, ordered)  # already in arrival order: nothing moves
+    assert kept is ordered and not none.pairs
+    assert dominance.moved_terms(problem, kept, none, terms) is terms
+
+
 def test_classmates_share_the_reason_each_would_get_alone() -> None:
     from placement.explain import pending_reason, quota_after
 

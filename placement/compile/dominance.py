@@ -122,15 +122,33 @@ def _owned(problem: Problem) -> _Cache:
 
 def in_arrival_order(problem: Problem, placement: Placement, terms: dict[str, float]
                      ) -> tuple[Placement, dict[str, float]]:
-    """The plan with arrival order restored among interchangeable jobs, and its terms.
+    """The plan with arrival order restored among interchangeable jobs, and its terms (`arrival_moves`, then
+    `moved_terms`)."""
+    out, moves = arrival_moves(problem, placement)
+    return out, moved_terms(problem, out, moves, terms)
+
+
+@dataclass(frozen=True)
+class Moves:
+    """What `arrival_moves` changed: (placed job, the earlier job taking its place) pairs, and the quota term's
+    change (0 where the model has no such term)."""
+
+    pairs: tuple[tuple[int, int], ...] = ()
+    quota: float = 0.0
+
+
+def arrival_moves(problem: Problem, placement: Placement) -> tuple[Placement, Moves]:
+    """The plan with arrival order restored among interchangeable jobs, and the moves made. Needs no terms, so a
+    call may decode the plan while its terms are still being scored (placement.api).
 
     The model rounds aging to its units, so jobs of one class submitted minutes apart tie, and the solver
     may place the younger. Where a placed job has an unplaced classmate submitted earlier whose own terms
     are worth at least as much on its nodes (`_worth_as_much`), the earlier one takes its place: the same pods
-    on the same nodes, every constraint met as before (the module docstring), the objective no lower. `terms`
-    change by the own terms' difference."""
+    on the same nodes, every constraint met as before (the module docstring), the objective no lower. An
+    earlier job may come before others of its team in Kueue's admission order and count less within nominal
+    (the quota term): then no job moves."""
     placed = placement.placed_jobs(problem)
-    moves: list[tuple[int, int]] = []  # (placed job, earlier job taking its place)
+    pairs_: list[tuple[int, int]] = []  # (placed job, earlier job taking its place)
     for members in classes(problem).values():
         if not placed.intersection(members) or placed.issuperset(members):
             continue
@@ -148,27 +166,35 @@ def in_arrival_order(problem: Problem, placement: Placement, terms: dict[str, fl
             if earlier is None:
                 continue
             waiting.remove(earlier)
-            moves.append((j, earlier))  # j waits now; it came after every job still placed before it
-    if not moves:
-        return placement, terms
+            pairs_.append((j, earlier))  # j waits now; it came after every job still placed before it
+    if not pairs_:
+        return placement, Moves()
     out = Placement(counts={}, evicted=set(placement.evicted))
     task_of = {}
-    for j, earlier in moves:
+    for j, earlier in pairs_:
         task_of.update(zip(problem.job_tasks[j], problem.job_tasks[earlier], strict=True))
     for (t, n), k in placement.counts.items():
         out.add(task_of.get(t, t), n, k)
+    quota = nominal.value(problem, out) - nominal.value(problem, placement)  # 0 where the model has no quota term
+    if quota < -1e-9:
+        return placement, Moves()
+    return out, Moves(tuple(pairs_), quota)
+
+
+def moved_terms(problem: Problem, moved: Placement, moves: Moves, terms: dict[str, float]) -> dict[str, float]:
+    """`terms` of the plan before `arrival_moves`, changed by the moves' own terms' difference: the terms of
+    `moved`, the plan after them."""
+    if not moves.pairs:
+        return terms
     changed = dict(terms)
-    for j, earlier in moves:
+    for j, earlier in moves.pairs:
         for name, value in _own_terms(problem, earlier).items():
             changed[name] = changed.get(name, 0.0) + (value - _own_terms(problem, j)[name]) / SCALE
     if alignment.NAME in changed:  # where a job's pods cost differs by node and job: the moved plan's own value
-        changed[alignment.NAME] = alignment.value(problem, out.counts)
-    if QUOTA in changed:  # an earlier job may come before others of its team in admission order, and count less
-        before, after = nominal.value(problem, placement), nominal.value(problem, out)
-        if after < before - 1e-9:
-            return placement, terms
-        changed[QUOTA] = terms[QUOTA] + after - before
-    return out, changed
+        changed[alignment.NAME] = alignment.value(problem, moved.counts)
+    if QUOTA in changed:  # the quota term read again in admission order
+        changed[QUOTA] = terms[QUOTA] + moves.quota
+    return changed
 
 
 def _named(problem: Problem) -> set[str]:

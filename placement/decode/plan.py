@@ -36,6 +36,7 @@ from placement.holdings import pod_gpus
 from placement.problem import Problem
 from placement.screen import screened
 from placement.solution import Placement
+from placement.teams import QuotaLedger
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -96,13 +97,65 @@ def speed_sources(request: PlacementRequest) -> dict[str, str]:
 
 def decode(problem: Problem, placement: Placement, terms: dict[str, float], status: PlanStatus,
            stats: SolverStats) -> Plan:
+    """The wire-format plan of `placement`, scored by `terms` (`draft`, then `finish`)."""
+    return finish(problem, placement, draft(problem, placement, status == "optimal"), terms, status, stats)
+
+
+def draft(problem: Problem, placement: Placement, optimal: bool) -> Plan:
+    """The plan of `placement` but for what its score says: no status but `optimal` or not, no solver statistics,
+    its objective only the terms the GPUs chosen here decide (the bandwidth terms), in the problem's names (not
+    folded yet). A call may draft the plan while the model that scores it is still being built (placement.api);
+    `finish` completes it."""
     placed = placement.placed_jobs(problem)
-    usage = placement.usage(problem) - placement.freed(problem)  # net of what preemptions free
-    ledger = quota_after(problem, placement)
     used = {n for (_, n), k in placement.counts.items() if k}
     added = set(range(provision.first_added(problem.request), problem.n_nodes))
     pods = [(problem.jobs[problem.tasks[t].job], n, pod_gpus(problem, t, n))  # GPU-equivalents (MIG, shares)
             for (t, n), k in sorted(placement.counts.items()) for _ in range(k)]
+    bound = assignments(problem, placement)
+    moved = {r: j for j, r in problem.twins.items() if j in placed}
+    paces = gang_speeds(problem, placement) if moved else {}
+    ledger = quota_after(problem, placement)
+    preempted = [_move(problem, r, moved[r], placement, paces) if r in moved else
+                 Preemption(job=problem.running[r].spec.job,  # + the job it makes room for, the rule allowing it
+                            **preemption_reason(problem, r, placement, ledger)._asdict())
+                 for r in sorted(placement.evicted)]
+    teams, fairness_index = team_reports(problem, placement)
+    bandwidth = topology_terms.bandwidth_terms(problem, bound)  # computed from the GPUs chosen
+    return Plan(status="optimal" if optimal else "feasible", assignments=bound,
+                pending=pending_entries(problem, placement, optimal, ledger), preemptions=preempted, teams=teams,
+                fairness_index=fairness_index, objective=Objective(total=0.0, terms=bandwidth),
+                provisioned=provision.opened(problem.request, problem.nodes, used),
+                cost=pricing.summary(problem.request, problem.nodes, pods, sorted(used & added),
+                                     gang_speeds(problem, placement)),
+                mig_changes=devices.mig_changes(problem, placement),
+                sharing_changes=devices.sharing_changes(problem, placement),
+                reservations=schedule.reservations(problem, {problem.jobs[j].name for j in placed}),
+                speed_sources=speed_sources(problem.request),
+                overdue=schedule.overdue(problem))
+
+
+def finish(problem: Problem, placement: Placement, drafted: Plan, terms: dict[str, float], status: PlanStatus,
+           stats: SolverStats) -> Plan:
+    """`drafted` (`draft` of `placement`) scored: `terms` beside its own, `status`, `stats`, in the request's own
+    names. A draft made before the plan was proved optimal (or the other way) explains its pending jobs again:
+    a job left out of a proven optimum waits for the objective, not the time limit."""
+    plan = drafted
+    if (status == "optimal") != (drafted.status == "optimal"):
+        plan = plan.model_copy(update={"pending": pending_entries(problem, placement, status == "optimal")})
+    merged = {**terms, **drafted.objective.terms}
+    rounded = {name: round(value, 6) for name, value in merged.items()}
+    plan = plan.model_copy(update={"status": status, "solver": stats,
+                                   "objective": Objective(total=round(sum(rounded.values()), 6), terms=rounded)})
+    return fold(problem, plan)  # right-sized pods in the request's own names
+
+
+def pending_entries(problem: Problem, placement: Placement, optimal: bool,
+                    ledger: QuotaLedger | None = None) -> list[Pending]:
+    """Every job `placement` leaves waiting, in the request's order, each with the constraint that binds it and
+    when it may start (`optimal`: the plan is proved optimal; `ledger`: `quota_after` the plan, if known)."""
+    placed = placement.placed_jobs(problem)
+    usage = placement.usage(problem) - placement.freed(problem)  # net of what preemptions free
+    ledger = quota_after(problem, placement) if ledger is None else ledger
     waiting = [j for j in range(len(problem.jobs)) if j not in placed and j not in problem.twins]
     top = problem.request.policy.explain_top  # who holds their room is named for these, highest class, oldest
     detailed = set(sorted(waiting, key=lambda j: (-problem.jobs[j].priority, problem.jobs[j].submitted_at or _EPOCH,
@@ -116,35 +169,13 @@ def decode(problem: Problem, placement: Placement, terms: dict[str, float], stat
         key = class_of.get(j) if j not in detailed else None
         if key is not None and key in shared:
             return shared[key]
-        found = pending_reason(problem, j, placement, usage, ledger, status == "optimal", j in detailed)
+        found = pending_reason(problem, j, placement, usage, ledger, optimal, j in detailed)
         if key is not None:
             shared[key] = found
         return found
 
     pending = [_pending(problem, j, placement, usage, reason(j)) for j in waiting]
-    pending = schedule.annotate(problem, placement, _with_screened(problem, pending))
-    bound = assignments(problem, placement)
-    terms = {**terms, **topology_terms.bandwidth_terms(problem, bound)}  # computed from the GPUs chosen
-    rounded = {name: round(value, 6) for name, value in terms.items()}
-    moved = {r: j for j, r in problem.twins.items() if j in placed}
-    paces = gang_speeds(problem, placement) if moved else {}
-    preempted = [_move(problem, r, moved[r], placement, paces) if r in moved else
-                 Preemption(job=problem.running[r].spec.job,  # + the job it makes room for, the rule allowing it
-                            **preemption_reason(problem, r, placement, ledger)._asdict())
-                 for r in sorted(placement.evicted)]
-    teams, fairness_index = team_reports(problem, placement)
-    plan = Plan(status=status, assignments=bound, pending=pending,
-                preemptions=preempted, teams=teams, fairness_index=fairness_index,
-                objective=Objective(total=round(sum(rounded.values()), 6), terms=rounded), solver=stats,
-                provisioned=provision.opened(problem.request, problem.nodes, used),
-                cost=pricing.summary(problem.request, problem.nodes, pods, sorted(used & added),
-                                     gang_speeds(problem, placement)),
-                mig_changes=devices.mig_changes(problem, placement),
-                sharing_changes=devices.sharing_changes(problem, placement),
-                reservations=schedule.reservations(problem, {problem.jobs[j].name for j in placed}),
-                speed_sources=speed_sources(problem.request),
-                overdue=schedule.overdue(problem))
-    return fold(problem, plan)  # right-sized pods in the request's own names
+    return schedule.annotate(problem, placement, _with_screened(problem, pending))
 
 
 def _move(problem: Problem, r: int, j: int, placement: Placement, paces: dict[str, float]) -> Preemption:

@@ -7,6 +7,6 @@
 * `bound` — a bound for the whole problem when the model is restricted or searched by windows.
 """
 
-from placement.search.strategy import Found, placement_from, reserve_s, run, unscored
+from placement.search.strategy import AFTER_SCORING_SHARE, Found, placement_from, reserve_s, run, unscored
 
-__all__ = ["Found", "placement_from", "reserve_s", "run", "unscored"]
+__all__ = ["AFTER_SCORING_SHARE", "Found", "placement_from", "reserve_s", "run", "unscored"]

@@ -28,6 +28,9 @@ from placement.teams import MILLI
 #: Decode and verify take about this many times the problem phase (3.1-3.8 at 12,500 and 25,000 nodes: 1.7-2.2 s
 #: after 0.55-0.6 s of problem, 4.1 s after 1.3 s).
 DECODE_PER_PROBLEM = 3.5
+#: Share of `reserve_s` a call still needs once the model that scores the greedy plan is done, where decode runs
+#: beside that model (placement.cores): verifying the plan (1.0 of 2.0 s at 12,500 nodes; decode the rest).
+AFTER_SCORING_SHARE = 0.5
 #: Share of the time limit the class relaxation's bound may take (it stops earlier when it meets the plan).
 BOUND_SHARE = 0.1
 
@@ -52,12 +55,13 @@ class Found:
 
 def run(ctx: ModelContext, baseline: Placement, budget: Budget, *,
         log: Callable[[str], None] | None = None, stop: threading.Event | None = None,
-        greedy_score: float | None = None) -> Found:
+        greedy_score: float | None = None, reserve: float | None = None) -> Found:
     """Search from `baseline` within what `budget` has left of `policy.time_limit_s`.
 
     `log` receives CP-SAT's progress lines; setting `stop` ends the search early (the best plan so
     far, the greedy one at worst, is returned). `greedy_score` is the greedy plan's objective when
-    `baseline` is an earlier round's plan (reported as `baseline_objective`).
+    `baseline` is an earlier round's plan (reported as `baseline_objective`). `reserve`: the seconds the call
+    needs after this returns (default `reserve_s`: decode and verify; less where decode runs beside).
     """
     policy = ctx.problem.request.policy
     start = budget.start
@@ -78,7 +82,7 @@ def run(ctx: ModelContext, baseline: Placement, budget: Budget, *,
     # is solved; otherwise the class relaxation bounds it (placement.search.bound).
     # A model that only scores the greedy plan still bounds it where the time left allows.
     relaxed = None
-    reserve = reserve_s(ctx.problem, policy, budget)
+    reserve = reserve_s(ctx.problem, policy, budget) if reserve is None else reserve
     out_of_time = ctx.scores_only or (not policy.deterministic and budget.left() <= reserve)
     bound_s = float("inf") if policy.deterministic else BOUND_SHARE * policy.time_limit_s
     if ctx.scores_only and not policy.deterministic:

@@ -1,0 +1,99 @@
+"""Work beside the call: the value comes back from a forked child, or is computed here where no child can run or
+the child failed; a late child is stopped, and one whose value was never asked for does not outlive its block."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from placement import cores
+
+needs_fork = pytest.mark.skipif(not cores.available(), reason="no second core or no fork here")
+
+
+def _pid_and(value: int) -> tuple[int, int]:
+    return os.getpid(), value
+
+
+def _gone(pid: int) -> bool:
+    """Is `pid` no longer a child of this process (collected, so no zombie is left)?"""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
+@needs_fork
+def test_the_value_comes_from_a_child_on_another_process() -> None:
+    work = cores.Beside(lambda: _pid_and(41 + 1))
+    assert work.forked
+    pid, value = work.result()
+    assert value == 42 and pid != os.getpid()
+
+
+def test_without_a_fork_the_caller_computes_the_value_when_asked() -> None:
+    calls: list[int] = []
+
+    def fn() -> tuple[int, int]:
+        calls.append(1)
+        return _pid_and(7)
+
+    work = cores.Beside(fn, fork=False)
+    assert not calls  # nothing runs before the value is asked for
+    assert work.result() == (os.getpid(), 7)
+
+
+def test_one_core_or_the_environment_switch_means_no_fork(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(cores.ENV, "1")
+    assert not cores.available()
+    assert not cores.Beside(lambda: 1).forked
+
+
+@needs_fork
+def test_a_child_that_dies_is_replaced_by_the_caller() -> None:
+    parent = os.getpid()
+
+    def fn() -> int:
+        if os.getpid() != parent:
+            os._exit(3)  # the child dies without a word
+        return 5
+
+    assert cores.Beside(fn).result() == 5
+
+
+@needs_fork
+def test_an_error_is_raised_as_it_would_be_without_a_child() -> None:
+    def fn() -> int:
+        raise ValueError("bad field")
+
+    with pytest.raises(ValueError, match="bad field"):
+        cores.Beside(fn).result()
+
+
+@needs_fork
+def test_a_late_child_is_stopped_and_collected() -> None:
+    work = cores.Beside(lambda: time.sleep(30))
+    pid = work._pid
+    assert pid is not None
+    began = time.monotonic()
+    with pytest.raises(cores.Late):
+        work.result(timeout=0.2)
+    assert time.monotonic() - began < 5.0
+    assert _gone(pid)
+
+
+@needs_fork
+def test_a_child_never_asked_is_stopped_when_its_block_ends() -> None:
+    with pytest.raises(RuntimeError), cores.beside(lambda: time.sleep(30)) as work:
+        pid = work._pid
+        raise RuntimeError("the caller failed first")
+    assert pid is not None and _gone(pid)
+
+
+@needs_fork
+def test_a_big_value_comes_back_whole() -> None:
+    big = list(range(500_000))  # several MB pickled: more than a pipe's buffer
+    assert cores.Beside(lambda: big).result() == big
