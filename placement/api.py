@@ -30,9 +30,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
-from placement_models import PlacementRequest, Plan, SolverStats, presets
+from placement_models import PlacementRequest, Plan, PlanStatus, SolverStats, presets
 
 from placement import candidates, cores, pricing, reservation, screen, search, timeline
 from placement import compile as compiler
@@ -49,6 +49,8 @@ MAX_ROUNDS = 4
 #: Tasks from which the model that only scores the greedy plan is built on another core (placement.cores):
 #: a fork and the terms sent back cost 10-30 ms; compiling 2,000 tasks' pairs about 0.1 s.
 BESIDE_TASKS = 2_000
+#: Seconds a deterministic call waits at least for that model before scoring the plan itself (a stuck child).
+DETERMINISTIC_WAIT_S = 60.0
 
 
 def parse(request: PlacementRequest | dict[str, Any]) -> PlacementRequest:
@@ -220,42 +222,60 @@ def _verified(req: PlacementRequest, out: Plan, budget: Budget) -> Plan:
     return out.model_copy(update={"solver": out.solver.model_copy(update={"phases": dict(budget.phases)})})
 
 
+class _Scored(NamedTuple):
+    """What the model that scores the greedy plan sends back from beside the call: the plan's terms, status and
+    statistics, the plan itself only where the warm start extended it with preemptions (else None: the greedy
+    plan the caller holds), and the phases it timed."""
+
+    terms: dict[str, float]
+    status: PlanStatus
+    stats: SolverStats
+    extended: Placement | None
+    phases: dict[str, float]
+
+
 def _scored_beside(req: PlacementRequest, front: _Front, budget: Budget, reserve: float) -> Plan:
     """Phases 3-5 where no search pays: the model that scores the greedy plan is compiled, scored and bounded on
     another core (placement.cores) while this one restores arrival order and drafts the plan's decode; the
     draft is finished with the terms that come back. Without a second core the scoring runs here, after the
-    draft: the same plan. A child late past what verify needs leaves the plan unscored."""
+    draft: the same plan. A child late past what verify needs leaves the plan unscored (wall-clock mode) or is
+    scored here (deterministic mode: the same plan, late; a child stuck that long is a fault, not a cost)."""
     problem, policy = front.problem, req.policy
     after = search.AFTER_SCORING_SHARE * reserve  # what verify needs once the scores are back
 
-    def score() -> tuple[search.Found, dict[str, float]]:
+    def score() -> _Scored:
         mine = Budget(budget.limit_s, budget.deterministic, start=budget.start, phases=dict(budget.phases))
         before = set(mine.phases)
         mine.resume()  # its own laps, sent back to the caller's (`Budget.merge`)
         model = _compile(problem, front.baseline, PairLimits(0, 0), frozenset(), search=False)
         found = search.run(model, front.baseline, mine, reserve=after)
-        # the greedy plan itself needs no sending back; a warm start's extension (preemptions) does
-        return (replace(found, placement=None if found.placement is front.baseline else found.placement),
-                {phase: s for phase, s in mine.phases.items() if phase not in before})
+        return _Scored(found.terms, found.status, found.stats,
+                       None if found.placement is front.baseline else found.placement,
+                       {phase: s for phase, s in mine.phases.items() if phase not in before})
 
     with cores.beside(score) as scoring:
         with collector_paused():
             ordered, moves = dominance.arrival_moves(problem, front.baseline)
             drafted = draft(problem, ordered, optimal=False)
         budget.lap("decode")
+        wait = max(DETERMINISTIC_WAIT_S, 10 * policy.time_limit_s) if policy.deterministic else \
+            max(0.0, budget.left() - after)
         try:
-            found, phases = scoring.result(None if policy.deterministic else max(0.0, budget.left() - after))
+            scored: _Scored | None = scoring.result(wait)
         except cores.Late:
-            found, phases = search.unscored(front.baseline, budget, policy), {}
-        budget.merge(phases)
+            scored = score() if policy.deterministic else None
+    if scored is None:
+        found = search.unscored(front.baseline, budget, policy, late=True)
+        scored = _Scored(found.terms, found.status, found.stats, None, {})
+    budget.merge(scored.phases)
     budget.resume()
     with collector_paused():
-        if found.placement is None or found.placement is front.baseline:
-            out = finish(problem, ordered, drafted, dominance.moved_terms(problem, ordered, moves, found.terms),
-                         found.status, found.stats)
+        if scored.extended is None:
+            terms = dominance.moved_terms(problem, ordered, moves, scored.terms)
+            out = finish(problem, ordered, drafted, terms, scored.status, scored.stats)
         else:  # the warm start preempted: another placement to decode
-            ordered, terms = dominance.in_arrival_order(problem, found.placement, found.terms)
-            out = decode(problem, ordered, terms, found.status, found.stats)
+            ordered, terms = dominance.in_arrival_order(problem, scored.extended, scored.terms)
+            out = decode(problem, ordered, terms, scored.status, scored.stats)
         out = schedule.with_evicted(out, front.evicted)
         budget.lap("decode")
     return out

@@ -100,6 +100,31 @@ def test_a_late_child_leaves_the_greedy_plan_unscored_within_the_limit(monkeypat
     assert "scored by a model" in (placement.plan(req).solver.note or "")  # in time, it is scored
     monkeypatch.setattr(api.search, "run", stuck)
     plan = placement.plan(req)
-    assert "unscored" in (plan.solver.note or "") and not plan.objective.terms
+    assert "not done in time for verify" in (plan.solver.note or "") and not plan.objective.terms
     assert plan.solver.wall_s < 5.0
     assert placement.verify(PlacementRequest.model_validate(req), plan) == []
+
+
+@needs_fork
+def test_a_stuck_child_in_deterministic_mode_is_replaced_by_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deterministic mode never trades the plan for the clock: past its (long) wait the caller scores the plan
+    itself, the plan one core gives."""
+    req = _request(2, False)
+    req["policy"]["time_limit_s"] = 0.02
+    monkeypatch.setenv(cores.ENV, "1")
+    alone = _shown(placement.plan(req))
+    assert alone["objective"]["terms"]  # scored
+    monkeypatch.delenv(cores.ENV)
+    monkeypatch.setattr(api, "DETERMINISTIC_WAIT_S", 0.3)
+    parent = os.getpid()
+    real = api.search.run
+
+    def stuck(*args: Any, **kwargs: Any) -> Any:
+        if os.getpid() != parent:
+            time.sleep(60)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(api.search, "run", stuck)
+    began = time.monotonic()
+    assert _shown(placement.plan(req)) == alone
+    assert time.monotonic() - began < 10.0

@@ -152,14 +152,16 @@ def run(ctx: ModelContext, baseline: Placement, budget: Budget, *,
     return Found(chosen, terms, status, stats)
 
 
-def unscored(baseline: Placement, budget: Budget, policy: Policy) -> Found:
+def unscored(baseline: Placement, budget: Budget, policy: Policy, *, late: bool = False) -> Found:
     """The greedy plan as it is, with no model to score it: the time left after it could not pay for the model
-    that scores it and for decode and verify (the time limit is a promise for the whole call). Its objective is
-    empty, as `placement.greedy_plan`'s; every hard rule is still verified."""
+    that scores it and for decode and verify, or (`late`) that model, built beside the call, was not done by the
+    time verify needed the rest (the time limit is a promise for the whole call). Its objective is empty, as
+    `placement.greedy_plan`'s; every hard rule is still verified."""
     used = budget.used()
     budget.lap("compile")
-    note = (f"the greedy plan, unscored: the time left after it could not pay for the model that scores it and for "
-            f"decode and verify ({used:.2f} s of the {policy.time_limit_s:g} s limit gone)")
+    why = ("the model that scores it, built beside the call, was not done in time for verify" if late else
+           "the time left after it could not pay for the model that scores it and for decode and verify")
+    note = f"the greedy plan, unscored: {why} ({used:.2f} s of the {policy.time_limit_s:g} s limit gone)"
     stats = SolverStats(
         status="SKIPPED", wall_s=round(used, 4), build_s=0.0,
         first_plan_s=round(budget.phases.get("problem", 0.0) + budget.phases.get("greedy", 0.0), 4),
