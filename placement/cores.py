@@ -48,6 +48,24 @@ def available() -> bool:
         return False
 
 
+def _die_with_parent(parent: int) -> None:
+    """Linux: the child is killed if the thread that forked it ends first (a server stopped mid-call must not
+    leave children holding its sockets), and ends at once if `parent` already has. Best effort: without libc's
+    prctl the child just ends with its work."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # pragma: no cover - no libc prctl here
+        return
+    if os.getppid() != parent:  # it ended before the signal was asked for
+        os._exit(1)
+
+
+#: prctl's option that sends the child a signal when its parent ends (linux/prctl.h)
+_PR_SET_PDEATHSIG = 1
+
+
 class Late(Exception):
     """The child did not finish within the time it was given; it was stopped."""
 
@@ -65,6 +83,7 @@ class Beside(Generic[T]):
 
     def _start(self) -> None:
         read, write = os.pipe()
+        parent = os.getpid()
         try:
             pid = os.fork()
         except OSError:  # no memory or process slots for a child: the caller does the work
@@ -75,6 +94,7 @@ class Beside(Generic[T]):
         if pid == 0:  # the child: compute, send, and leave without running the caller's exit handlers
             code = 1
             try:
+                _die_with_parent(parent)
                 os.close(read)
                 data = pickle.dumps(self._fn(), protocol=pickle.HIGHEST_PROTOCOL)
                 view = memoryview(data)

@@ -97,3 +97,33 @@ def test_a_child_never_asked_is_stopped_when_its_block_ends() -> None:
 def test_a_big_value_comes_back_whole() -> None:
     big = list(range(500_000))  # several MB pickled: more than a pipe's buffer
     assert cores.Beside(lambda: big).result() == big
+
+
+def _ended(pid: int) -> bool:
+    """Has process `pid` ended (gone, or a zombie its new parent has not collected yet)?"""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return any(line.startswith("State:") and "Z" in line.split()[1] for line in status)
+    except FileNotFoundError:
+        return True
+
+
+@needs_fork
+def test_a_child_ends_with_the_process_that_forked_it() -> None:
+    """A server stopped mid-call leaves no child running on with its sockets."""
+    read, write = os.pipe()
+    middle = os.fork()
+    if middle == 0:  # a caller that starts work beside it and dies without waiting
+        try:
+            work = cores.Beside(lambda: time.sleep(30))
+            os.write(write, str(work._pid).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    child = int(os.read(read, 64))
+    os.close(read)
+    os.waitpid(middle, 0)
+    deadline = time.monotonic() + 5.0
+    while not _ended(child) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _ended(child)
