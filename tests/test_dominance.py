@@ -203,12 +203,12 @@ def test_the_moves_need_no_terms_and_the_terms_follow_them() -> None:
     late.add(problem.job_tasks[3][0], 0, 1)
     late.add(problem.job_tasks[2][0], 0, 1)
     ordered, moves = dominance.arrival_moves(problem, late)
-    assert ordered.placed_jobs(problem) == {0, 1} and {j for j, _ in moves.pairs} == {2, 3}
+    assert ordered.placed_jobs(problem) == {0, 1} and {j for j, _ in moves.swaps} == {2, 3}
     terms = {"aging": 1.0, "turnaround": 2.0}
     assert dominance.moved_terms(problem, ordered, moves, terms) == dominance.in_arrival_order(problem, late,
                                                                                                terms)[1]
     kept, none = dominance.arrival_moves(problem, ordered)  # already in arrival order: nothing moves
-    assert kept is ordered and not none.pairs
+    assert kept is ordered and not none.swaps
     assert dominance.moved_terms(problem, kept, none, terms) is terms
 
 

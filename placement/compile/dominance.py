@@ -130,10 +130,10 @@ def in_arrival_order(problem: Problem, placement: Placement, terms: dict[str, fl
 
 @dataclass(frozen=True)
 class Moves:
-    """What `arrival_moves` changed: (placed job, the earlier job taking its place) pairs, and the quota term's
+    """What `arrival_moves` changed: the swaps (placed job, the earlier job taking its place), and the quota term's
     change (0 where the model has no such term)."""
 
-    pairs: tuple[tuple[int, int], ...] = ()
+    swaps: tuple[tuple[int, int], ...] = ()
     quota: float = 0.0
 
 
@@ -148,7 +148,7 @@ def arrival_moves(problem: Problem, placement: Placement) -> tuple[Placement, Mo
     earlier job may come before others of its team in Kueue's admission order and count less within nominal
     (the quota term): then no job moves."""
     placed = placement.placed_jobs(problem)
-    pairs_: list[tuple[int, int]] = []  # (placed job, earlier job taking its place)
+    swaps: list[tuple[int, int]] = []  # (placed job, earlier job taking its place)
     for members in classes(problem).values():
         if not placed.intersection(members) or placed.issuperset(members):
             continue
@@ -166,28 +166,28 @@ def arrival_moves(problem: Problem, placement: Placement) -> tuple[Placement, Mo
             if earlier is None:
                 continue
             waiting.remove(earlier)
-            pairs_.append((j, earlier))  # j waits now; it came after every job still placed before it
-    if not pairs_:
+            swaps.append((j, earlier))  # j waits now; it came after every job still placed before it
+    if not swaps:
         return placement, Moves()
     out = Placement(counts={}, evicted=set(placement.evicted))
     task_of = {}
-    for j, earlier in pairs_:
+    for j, earlier in swaps:
         task_of.update(zip(problem.job_tasks[j], problem.job_tasks[earlier], strict=True))
     for (t, n), k in placement.counts.items():
         out.add(task_of.get(t, t), n, k)
     quota = nominal.value(problem, out) - nominal.value(problem, placement)  # 0 where the model has no quota term
     if quota < -1e-9:
         return placement, Moves()
-    return out, Moves(tuple(pairs_), quota)
+    return out, Moves(tuple(swaps), quota)
 
 
 def moved_terms(problem: Problem, moved: Placement, moves: Moves, terms: dict[str, float]) -> dict[str, float]:
     """`terms` of the plan before `arrival_moves`, changed by the moves' own terms' difference: the terms of
     `moved`, the plan after them."""
-    if not moves.pairs:
+    if not moves.swaps:
         return terms
     changed = dict(terms)
-    for j, earlier in moves.pairs:
+    for j, earlier in moves.swaps:
         for name, value in _own_terms(problem, earlier).items():
             changed[name] = changed.get(name, 0.0) + (value - _own_terms(problem, j)[name]) / SCALE
     if alignment.NAME in changed:  # where a job's pods cost differs by node and job: the moved plan's own value
