@@ -30,6 +30,7 @@ from placement_models.base import MAX_JOBS, MAX_NODES, MAX_RUNNING_JOBS, MAX_RUN
 from placement_models.changes import ClusterChange
 
 from placement.api import parse, plan
+from placement.budget import collector_paused
 
 #: states kept by default: a few loops, each holding its last state or two
 MAX_STATES = 16
@@ -91,7 +92,8 @@ class States:
                 raise UnknownState(change.base)
             self._states.move_to_end(change.base)
             base = self._states[change.base]
-        return apply(base, change)
+        with collector_paused():  # new lists over the base's entries: a full collection would scan them all again
+            return apply(base, change)
 
     def plan(self, request: PlacementRequest | dict[str, Any]) -> Planned:
         """Plan a full request and keep it: the state later changes are against."""
