@@ -21,6 +21,7 @@ import os
 import pickle
 import select
 import signal
+import struct
 import sys
 import time
 import warnings
@@ -64,6 +65,10 @@ def _die_with_parent(parent: int) -> None:
 
 #: prctl's option that sends the child a signal when its parent ends (linux/prctl.h)
 _PR_SET_PDEATHSIG = 1
+#: The length before a child's message (bytes, unsigned 64-bit)
+_HEADER = struct.Struct("<Q")
+#: Seconds between looks at a child that sends nothing yet
+_POLL_S = 0.05
 
 
 class Late(Exception):
@@ -77,6 +82,7 @@ class Beside(Generic[T]):
         self._fn = fn
         self._pid: int | None = None
         self._fd: int | None = None
+        self._status = 0
         self.forked = available() if fork is None else fork
         if self.forked:
             self._start()
@@ -97,7 +103,7 @@ class Beside(Generic[T]):
                 _die_with_parent(parent)
                 os.close(read)
                 data = pickle.dumps(self._fn(), protocol=pickle.HIGHEST_PROTOCOL)
-                view = memoryview(data)
+                view = memoryview(_HEADER.pack(len(data)) + data)
                 while view:
                     view = view[os.write(write, view):]
                 code = 0
@@ -119,25 +125,50 @@ class Beside(Generic[T]):
         return pickle.loads(data)
 
     def _receive(self, deadline: float | None) -> bytes | None:
-        """The child's bytes, or None when it failed; Late past `deadline`."""
+        """The child's bytes, or None when it failed; Late past `deadline`. The message carries its length: a
+        child forked at the same moment by another thread may hold this pipe open too, so its end is not the
+        message's; while nothing arrives, the child's exit is looked for instead."""
         assert self._fd is not None and self._pid is not None
-        chunks: list[bytes] = []
+        buffer = bytearray()
+        want: int | None = None
         try:
-            while True:
-                wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            while want is None or len(buffer) < want:
+                wait = _POLL_S if deadline is None else min(_POLL_S, max(0.0, deadline - time.monotonic()))
                 ready, _, _ = select.select([self._fd], [], [], wait)
-                if not ready:
+                if ready:
+                    chunk = os.read(self._fd, 1 << 20)
+                    if not chunk:
+                        return self._collected(None)  # the child ended mid-message
+                    buffer += chunk
+                    if want is None and len(buffer) >= _HEADER.size:
+                        want = _HEADER.size + _HEADER.unpack_from(buffer)[0]
+                elif self._exited():  # it ended, and another child may hold the pipe open: take what is there
+                    while select.select([self._fd], [], [], 0)[0] and (chunk := os.read(self._fd, 1 << 20)):
+                        buffer += chunk
+                    whole = len(buffer) >= _HEADER.size and len(buffer) == _HEADER.size + _HEADER.unpack_from(buffer)[0]
+                    return self._collected(bytes(buffer[_HEADER.size:]) if whole else None)
+                elif deadline is not None and time.monotonic() >= deadline:
                     self.stop()
                     raise Late("the work beside the call did not finish in time")
-                chunk = os.read(self._fd, 1 << 20)
-                if not chunk:
-                    break
-                chunks.append(chunk)
         finally:
             self._close()
-        _, status = os.waitpid(self._pid, 0)
-        self._pid = None
-        return b"".join(chunks) if os.waitstatus_to_exitcode(status) == 0 else None
+        return self._collected(bytes(buffer[_HEADER.size:]))
+
+    def _exited(self) -> bool:
+        """Has the child ended (collected here, its exit status kept)?"""
+        assert self._pid is not None
+        pid, status = os.waitpid(self._pid, os.WNOHANG)
+        if pid == 0:
+            return False
+        self._status, self._pid = status, None
+        return True
+
+    def _collected(self, data: bytes | None) -> bytes | None:
+        """`data` once the child has ended well (collected now if not yet), else None."""
+        if self._pid is not None:
+            _, self._status = os.waitpid(self._pid, 0)
+            self._pid = None
+        return data if data is not None and os.waitstatus_to_exitcode(self._status) == 0 else None
 
     def stop(self) -> None:
         """Stop the child, if one still runs, and collect it."""

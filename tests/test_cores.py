@@ -127,3 +127,32 @@ def test_a_child_ends_with_the_process_that_forked_it() -> None:
     while not _ended(child) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert _ended(child)
+
+
+@needs_fork
+def test_a_pipe_another_child_holds_open_does_not_hold_up_the_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another thread's fork at the same moment copies this pipe's open end into its own child: the value comes
+    with its length, so its end is not awaited."""
+    real_fork = os.fork
+    holders: list[int] = []
+
+    def fork_beside_a_holder() -> int:
+        holder = real_fork()
+        if holder == 0:  # holds every descriptor open, the pipe's too, for 30 s
+            time.sleep(30)
+            os._exit(0)
+        holders.append(holder)
+        return real_fork()
+
+    monkeypatch.setattr(cores.os, "fork", fork_beside_a_holder)
+    try:
+        began = time.monotonic()
+        assert cores.Beside(lambda: 42).result() == 42
+        parent = os.getpid()
+        assert cores.Beside(lambda: os._exit(3) if os.getpid() != parent else 7).result() == 7  # the child dies
+        assert time.monotonic() - began < 10.0
+    finally:
+        monkeypatch.undo()
+        for pid in holders:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
