@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -48,6 +49,19 @@ def _no_fork(*_: object) -> int:
     raise OSError("no process slots")
 
 
+def _in_the_child(monkeypatch: pytest.MonkeyPatch, first: Callable[[], object]) -> None:
+    """The scoring search, in a forked child only, does `first` (dies, hangs) before its work."""
+    parent = os.getpid()
+    real = api.search.run
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        if os.getpid() != parent:
+            first()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(api.search, "run", run)
+
+
 @needs_fork
 @pytest.mark.parametrize(("seed", "urgent"), [(1, False), (2, False), (3, True), (4, True)])
 def test_the_plan_scored_beside_is_the_plan_scored_on_one_core(monkeypatch: pytest.MonkeyPatch, seed: int,
@@ -71,15 +85,7 @@ def test_the_plan_scored_beside_is_the_plan_scored_on_one_core(monkeypatch: pyte
 def test_a_child_that_dies_leaves_the_same_plan(monkeypatch: pytest.MonkeyPatch) -> None:
     req = _request(1, False)
     expected = _shown(placement.plan(req))
-    parent = os.getpid()
-    real = api.search.run
-
-    def dying(*args: Any, **kwargs: Any) -> Any:
-        if os.getpid() != parent:
-            os._exit(9)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(api.search, "run", dying)
+    _in_the_child(monkeypatch, lambda: os._exit(9))
     assert _shown(placement.plan(req)) == expected
 
 
@@ -89,16 +95,8 @@ def test_a_late_child_leaves_the_greedy_plan_unscored_within_the_limit(monkeypat
     greedy plan goes out unscored (verified, every hard rule)."""
     req = _request(1, False)
     req["policy"] = {"time_limit_s": 0.3, "workers": 1}
-    parent = os.getpid()
-    real = api.search.run
-
-    def stuck(*args: Any, **kwargs: Any) -> Any:
-        if os.getpid() != parent:
-            time.sleep(60)
-        return real(*args, **kwargs)
-
     assert "scored by a model" in (placement.plan(req).solver.note or "")  # in time, it is scored
-    monkeypatch.setattr(api.search, "run", stuck)
+    _in_the_child(monkeypatch, lambda: time.sleep(60))
     plan = placement.plan(req)
     assert "not done in time for verify" in (plan.solver.note or "") and not plan.objective.terms
     assert plan.solver.wall_s < 5.0
@@ -116,15 +114,7 @@ def test_a_stuck_child_in_deterministic_mode_is_replaced_by_the_caller(monkeypat
     assert alone["objective"]["terms"]  # scored
     monkeypatch.delenv(cores.ENV)
     monkeypatch.setattr(api, "DETERMINISTIC_WAIT_S", 0.3)
-    parent = os.getpid()
-    real = api.search.run
-
-    def stuck(*args: Any, **kwargs: Any) -> Any:
-        if os.getpid() != parent:
-            time.sleep(60)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(api.search, "run", stuck)
+    _in_the_child(monkeypatch, lambda: time.sleep(60))
     began = time.monotonic()
     assert _shown(placement.plan(req)) == alone
     assert time.monotonic() - began < 10.0
